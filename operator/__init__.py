@@ -1,0 +1,1 @@
+"""Odradek's Kubernetes operator (kopf); imported as odradek.operator."""
