@@ -1,0 +1,43 @@
+"""DeleteRecords (key 21): advance partitions' log start offsets (truncate from the head)."""
+
+from ..schema import Api, F
+
+API = Api(
+    key=21,
+    name="DeleteRecords",
+    versions="0-2",
+    flexible="2+",
+    request=[
+        F(
+            "topics",
+            [
+                F("name", "string"),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", "int32"),
+                        F("offset", "int64"),
+                    ],
+                ),
+            ],
+        ),
+        F("timeout_ms", "int32"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F(
+            "topics",
+            [
+                F("name", "string"),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", "int32"),
+                        F("low_watermark", "int64"),
+                        F("error_code", "int16"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
