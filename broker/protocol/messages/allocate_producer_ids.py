@@ -1,0 +1,20 @@
+"""AllocateProducerIds (key 67): a broker asks the controller for a block of producer ids."""
+
+from ..schema import Api, F
+
+API = Api(
+    key=67,
+    name="AllocateProducerIds",
+    versions="0",
+    flexible="0+",
+    request=[
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64", default=-1),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("producer_id_start", "int64"),
+        F("producer_id_len", "int32"),
+    ],
+)

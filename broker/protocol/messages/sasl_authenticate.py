@@ -1,0 +1,20 @@
+"""SaslAuthenticate (key 36): carries SASL tokens once SaslHandshake v1 picked a mechanism."""
+
+from ..schema import Api, F
+
+API = Api(
+    key=36,
+    name="SaslAuthenticate",
+    versions="0-2",
+    flexible="2+",
+    request=[
+        F("auth_bytes", "bytes"),
+    ],
+    response=[
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("auth_bytes", "bytes"),
+        # 0 means the session does not expire.
+        F("session_lifetime_ms", "int64", "1+"),
+    ],
+)
