@@ -1,0 +1,20 @@
+"""AddOffsetsToTxn (key 25): ties a consumer group's offset commits to a transaction."""
+
+from ..schema import Api, F
+
+API = Api(
+    key=25,
+    name="AddOffsetsToTxn",
+    versions="0-4",
+    flexible="3+",
+    request=[
+        F("transactional_id", "string"),
+        F("producer_id", "int64"),
+        F("producer_epoch", "int16"),
+        F("group_id", "string"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+    ],
+)
