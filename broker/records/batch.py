@@ -24,8 +24,13 @@ LOG_OVERHEAD = 12
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+RECORDS_COUNT_OFFSET = 57
 PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC = 2
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -36,15 +41,60 @@ DELETE_HORIZON_FLAG = 0x40
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
 _LENGTH_AND_MAGIC = struct.Struct(">qiib")
 
 
-class CorruptRecordError(ValueError):
+class RecordsError(ValueError):
+    """Record data the broker must refuse; `error_code` is the Kafka error code to answer with.
+
+    The records layer stays below the protocol layer's error types: callers at the request
+    boundary (validation, down-conversion) turn these into protocol KafkaErrors.
+    """
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+    def to_kafka_error(self) -> Exception:
+        """The protocol layer's KafkaError carrying this error's code and message."""
+        from odradek.broker.protocol.errors import KafkaError
+
+        return KafkaError(self.error_code, str(self))
+
+
+class CorruptRecordError(RecordsError):
     """The bytes are not a well-formed batch (Kafka's CORRUPT_MESSAGE)."""
+
+    error_code = 2
+
+
+class InvalidRecordError(RecordsError):
+    """Well-framed but unacceptable records (Kafka's INVALID_RECORD)."""
+
+    error_code = 87
+
+
+class RecordTooLargeError(RecordsError):
+    """A batch, or its decompressed contents, exceeds a size limit (MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
+
+
+class InvalidTimestampError(RecordsError):
+    """A record timestamp outside the topic's accepted range (INVALID_TIMESTAMP)."""
+
+    error_code = 32
+
+
+class UnsupportedCompressionError(RecordsError):
+    """A codec the request version or message format cannot carry (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+    error_code = 76
 
 
 class BatchHeader(NamedTuple):
@@ -143,3 +193,23 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_crc(buf: bytearray | memoryview, pos: int, size: int) -> None:
+    """Recompute the CRC-32C of the batch at `pos` after changing covered fields."""
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+
+
+def stamp_log_append_time(buf: bytearray | memoryview, pos: int, now_ms: int) -> None:
+    """Mark the batch at `pos` LogAppendTime with `now_ms` as its max timestamp (Kafka's way).
+
+    Readers take every record's timestamp from maxTimestamp when the type bit is set, so
+    records are left alone; only attributes, maxTimestamp and the CRC change.
+    """
+    header = parse_header(buf, pos)
+    attributes = header.attributes | TIMESTAMP_TYPE_MASK
+    if attributes == header.attributes and header.max_timestamp == now_ms:
+        return
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    set_crc(buf, pos, header.size)
