@@ -221,6 +221,13 @@ class ExternalBroker:
         return f"(external broker at {self.bootstrap}; its log is not captured)"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python loads its protocol schemas with deprecated importlib.resources calls.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:(read_text|open_text) is deprecated:DeprecationWarning"
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Attach the tail of every live broker log to a failed test's report."""
