@@ -30,6 +30,9 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
 
+_ZSTD_MAX_RATIO = 32 * 1024
+_ZSTD_SLACK = 8 * 1024 * 1024
+
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_FLG_DICT_ID = 0x01
@@ -236,19 +239,28 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
 
 
 def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
-    size = zstandard.frame_content_size(data)
-    if size > max_size:
+    view = memoryview(data)
+    if zstandard.frame_content_size(view) > max_size:
         raise _too_large(max_size)
-    chunks = []
-    total = 0
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    with reader:
-        while True:
-            chunk = reader.read(min(max_size + 1 - total, 1 << 20) or 1)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_size:
-                raise _too_large(max_size)
-    return b"".join(chunks)
+    # decompressobj has no output limit, so input goes in slices small enough that even the
+    # densest zstd encoding (a 4-byte RLE block yields 128 KiB) cannot overshoot the limit by
+    # more than _ZSTD_SLACK. Concatenated frames are read one after another.
+    out = bytearray()
+    pos = 0
+    end = len(view)
+    d = zstandard.ZstdDecompressor().decompressobj()
+    in_frame = False
+    while pos < end:
+        step = 16 + (max(0, max_size - len(out)) + _ZSTD_SLACK) // _ZSTD_MAX_RATIO
+        out += d.decompress(view[pos : pos + step])
+        pos = min(pos + step, end)
+        in_frame = True
+        if len(out) > max_size:
+            raise _too_large(max_size)
+        if d.eof:
+            pos -= len(d.unused_data)
+            d = zstandard.ZstdDecompressor().decompressobj()
+            in_frame = False
+    if in_frame:
+        raise CorruptRecordError("truncated zstd frame")
+    return bytes(out)
