@@ -1,0 +1,55 @@
+# Odradek — developer entry points. Everything installs from the project's own files;
+# the venv and tool caches make a second run fast.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DATA   ?= $(CURDIR)/data
+PYTEST_ARGS ?=
+
+.PHONY: install system-deps run test unit integration bench lint format clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the test suite drives (kcat is one of the real clients under test).
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "installing kcat (apt)"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+
+# One broker on 127.0.0.1:9092 with the embedded metadata store; data kept under ./data.
+run: install
+	$(VENV)/bin/odradek broker \
+	  --override listeners=PLAINTEXT://127.0.0.1:9092 \
+	  --override log.dirs=$(DATA)/kafka-logs
+
+test: install system-deps
+	$(VENV)/bin/ruff check broker operator tests bench scripts
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+unit: install
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+
+integration: install system-deps
+	$(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
+
+bench: install system-deps
+	bash scripts/install-kafka.sh
+	$(PY) bench/run.py
+
+lint: install
+	$(VENV)/bin/ruff check broker operator tests bench scripts
+	$(VENV)/bin/ruff format --check broker operator tests bench scripts
+
+format: install
+	$(VENV)/bin/ruff format broker operator tests bench scripts
+	$(VENV)/bin/ruff check --fix broker operator tests bench scripts
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info $(DATA)

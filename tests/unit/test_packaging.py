@@ -1,0 +1,62 @@
+"""The distribution installs `broker/` as odradek.broker and `operator/` as odradek.operator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+import odradek.broker, odradek.operator
+for info in pkgutil.walk_packages(odradek.broker.__path__, 'odradek.broker.'):
+    importlib.import_module(info.name)
+print(odradek.broker.__file__)
+print(odradek.operator.__file__)
+"""
+
+
+def _sub_packages(top: Path) -> set[str]:
+    return {str(p.parent.relative_to(top)) for p in top.rglob("__init__.py")}
+
+
+def test_editable_install_imports_every_module(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == str(ROOT / "broker" / "__init__.py")
+    assert out[1] == str(ROOT / "operator" / "__init__.py")
+
+
+def test_wheel_contains_every_package_and_imports(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next((tmp_path / "dist").glob("odradek-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        zf.extractall(tmp_path / "site")
+    for package in _sub_packages(ROOT / "broker"):
+        prefix = "odradek/broker" if package == "." else f"odradek/broker/{package}"
+        assert f"{prefix}/__init__.py" in names, f"{package} missing from the wheel"
+    assert "odradek/operator/__init__.py" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "odradek = odradek.broker.cli:main" in (tmp_path / "site" / entry_points).read_text()
+    # -S keeps the editable install's finder out; the venv's site-packages still gives the deps.
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", IMPORT_ALL],
+        cwd=tmp_path,
+        env={"PYTHONPATH": f"{tmp_path / 'site'}:{site_packages}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[0] == str(tmp_path / "site" / "odradek" / "broker" / "__init__.py")
+    assert out[1] == str(tmp_path / "site" / "odradek" / "operator" / "__init__.py")
