@@ -3,6 +3,7 @@
 The runner starts this script once per phase so the client never shares an interpreter with the
 orchestration code. The last line printed on stdout is a JSON object with the measurement.
 
+    loadgen.py create --bootstrap H:P --topic T --partitions P
     loadgen.py produce --bootstrap H:P --topic T --records N --size B --acks 1|all --duration S
     loadgen.py consume --bootstrap H:P --topic T --records N --partitions P --duration S
 """
@@ -14,6 +15,7 @@ import json
 import os
 import sys
 import time
+import uuid
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -23,6 +25,27 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create(args: argparse.Namespace) -> dict:
+    """Create ``<topic prefix>-<random>`` and wait until every partition has a leader."""
+    name = f"{args.topic}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    futures = admin.create_topics([NewTopic(name, args.partitions, 1)], operation_timeout=30)
+    futures[name].result(args.duration)
+    deadline = time.monotonic() + args.duration
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(name, timeout=5).topics.get(name)
+        if (
+            meta is not None
+            and meta.error is None
+            and len(meta.partitions) == args.partitions
+            and all(p.leader >= 0 for p in meta.partitions.values())
+        ):
+            return {"phase": "create", "topic": name}
+        time.sleep(0.2)
+    return {"phase": "create", "topic": None, "error": f"no partition leaders for {name}"}
 
 
 def produce(args: argparse.Namespace) -> dict:
@@ -122,7 +145,7 @@ def consume(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=["produce", "consume"])
+    parser.add_argument("phase", choices=["create", "produce", "consume"])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--records", type=int, default=200_000)
@@ -133,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0)
     args = parser.parse_args(argv)
     try:
-        result = produce(args) if args.phase == "produce" else consume(args)
+        result = {"create": create, "produce": produce, "consume": consume}[args.phase](args)
     except KafkaException as exc:
         result = {"phase": args.phase, "records": 0, "bytes": 0, "seconds": 0.0, "error": str(exc)}
     print(json.dumps(result), flush=True)

@@ -20,14 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from apache_kafka import ApacheKafka, api_versions_probe, free_port
 from confluent_kafka import libversion
-from confluent_kafka.admin import AdminClient, NewTopic
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -150,24 +148,12 @@ class OdradekServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def create_topic(bootstrap: str, partitions: int, timeout: float = 30.0) -> str:
-    """Create a fresh topic and wait until metadata shows a leader for every partition."""
-    name = f"bench-{partitions}p-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout)
-    futures[name].result(timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=5).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return name
-        time.sleep(0.2)
-    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
+def create_topic(bootstrap: str, partitions: int, settings: Settings) -> str:
+    """Create a fresh topic (in a child process, like all client work) and return its name."""
+    result = loadgen("create", bootstrap, f"bench-{partitions}p", settings, partitions=partitions)
+    if not result.get("topic"):
+        raise RuntimeError(result.get("error") or "topic creation failed")
+    return result["topic"]
 
 
 def loadgen(phase: str, bootstrap: str, topic: str, settings: Settings, **extra: object) -> dict:
@@ -227,14 +213,18 @@ def run_server(server: Server, settings: Settings) -> ServerRun:
         # Warm-up (JIT, page cache, connection set-up); not reported.
         warm = Settings(min(settings.records, 20_000), settings.size, settings.duration, 5)
         try:
-            topic = create_topic(bootstrap, 1)
+            topic = create_topic(bootstrap, 1, settings)
             loadgen("produce", bootstrap, topic, warm, acks="1")
         except Exception as exc:  # noqa: BLE001
             print(f"  warm-up failed: {exc}", flush=True)
+        host, _, port = bootstrap.rpartition(":")
         for sc in SCENARIOS:
             prod_key, cons_key = f"produce {sc.label}", f"consume {sc.label}"
+            if not api_versions_probe(host, int(port)):
+                run.rows[prod_key] = run.rows[cons_key] = {"error": "server stopped answering"}
+                continue
             try:
-                topic = create_topic(bootstrap, sc.partitions)
+                topic = create_topic(bootstrap, sc.partitions, settings)
                 prod = rates(loadgen("produce", bootstrap, topic, settings, acks=sc.acks))
                 run.rows[prod_key] = prod
                 cons = rates(
@@ -289,6 +279,7 @@ def render(runs: list[ServerRun], settings: Settings, meta: dict) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     notes: list[str] = []
+    errors: dict[tuple[str, str], list[str]] = {}
     keys = list(dict.fromkeys([*kafka.rows, *odradek.rows]))
     for key in keys:
         k, o = kafka.rows.get(key), odradek.rows.get(key)
@@ -302,9 +293,12 @@ def render(runs: list[ServerRun], settings: Settings, meta: dict) -> str:
         )
         for run, row in ((kafka, k), (odradek, o)):
             if row and row.get("error"):
-                notes.append(f"- {run.name}, {key}: {row['error']}")
+                message = " ".join(str(row["error"]).split())[:300]
+                errors.setdefault((run.name, message), []).append(key)
             elif row and row.get("records", settings.records) < settings.records:
                 notes.append(f"- {run.name}, {key}: {row['records']} records (time bound reached)")
+    for (name, message), failed in errors.items():
+        notes.append(f"- {name}, {'; '.join(failed)}: {message}")
     for run in runs:
         if run.skipped:
             notes.append(f"- {run.name} not measured: {run.skipped}")
@@ -331,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     settings = Settings(args.records, args.size, args.duration, args.linger_ms)
 
     now = dt.datetime.now()
