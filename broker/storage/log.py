@@ -1,0 +1,656 @@
+"""A partition's log: an ordered list of segments in `<log.dir>/<topic>-<partition>/`.
+
+Appends patch base offsets and leader epochs into the caller's buffer and write it with one
+`os.write`; reads return FileSlices of whole batches for sendfile. Opening a log loads its
+segments, checks their indexes, and (after a crash) CRC-checks every batch past the recovery point,
+cutting the log after the last valid one.
+
+The log is not thread-safe: the broker drives it from its event loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from ..records import batch as rb
+from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
+from .checkpoint import fsync_dir as _fsync_dir
+from .errors import (
+    CorruptIndex,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    RecordListTooLarge,
+    UnexpectedAppendOffset,
+)
+from .file_slice import FileSlice
+from .leader_epoch import LeaderEpochCache
+from .log_config import LogConfig
+from .segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    BatchAppend,
+    LogSegment,
+)
+
+logger = logging.getLogger(__name__)
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_topic_partition(name: str) -> tuple[str, int] | None:
+    """`<topic>-<partition>` -> (topic, partition); None for other names."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_start_offset: int
+    offset_of_max_timestamp: int = -1
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int = -1
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str | Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        parsed = parse_topic_partition(self.dir.name)
+        self.topic, self.partition = parsed if parsed else (self.dir.name, 0)
+        self.config = config
+        self.clock = clock
+        self.hw_tracks_leo = True
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._topic_id: uuid.UUID | None = None
+        self._dir_dirty = False
+        self._flush_pending_to = -1
+        self._closed = False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+        self.last_flush_ms = self.clock()
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        now = self.clock()
+        bases: set[int] = set()
+        index_files: list[tuple[int, Path]] = []
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith(_TEMP_SUFFIXES):
+                os.unlink(entry.path)
+                continue
+            match = _SEGMENT_FILE.match(name)
+            if match is None:
+                continue
+            if match.group(2) == LOG_SUFFIX:
+                bases.add(int(match.group(1)))
+            else:
+                index_files.append((int(match.group(1)), Path(entry.path)))
+        for base, path in index_files:
+            if base not in bases:
+                logger.warning("%s: deleting orphaned index file %s", self.dir, path.name)
+                path.unlink()
+
+        ordered = sorted(bases)
+        recovered: dict[int, int] = {}
+        for i, base in enumerate(ordered):
+            seg = LogSegment(self.dir, base, self.config, now_ms=now)
+            next_base = ordered[i + 1] if i + 1 < len(ordered) else None
+            try:
+                seg.sanity_check(next_base)
+            except CorruptIndex as exc:
+                logger.warning("%s: %s; rebuilding the indexes of %d", self.dir, exc, base)
+                recovered[base] = seg.recover(self.config)
+            self._segments.append(seg)
+        self._bases = [s.base_offset for s in self._segments]
+
+        if not clean:
+            self._recover_after(recovery_point, recovered)
+
+        if not self._segments:
+            self._add_segment(LogSegment(self.dir, log_start_offset, self.config, now_ms=now))
+        active = self._segments[-1]
+        self._leo = active.read_next_offset()
+        if active.base_offset not in recovered:
+            try:
+                self._check_active(active)
+            except CorruptIndex as exc:
+                logger.warning(
+                    "%s: %s; rebuilding the indexes of %d", self.dir, exc, active.base_offset
+                )
+                active.recover(self.config)
+                self._leo = active.read_next_offset()
+        active.make_active(self.config)
+
+        self._log_start = max(log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
+        self._recovery_point = max(self._recovery_point, self._log_start)
+        self._hw = self._leo
+        self.epoch_cache = LeaderEpochCache.load(self.dir)
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self._log_start)
+
+    def _check_active(self, seg: LogSegment) -> None:
+        """The last segment's indexes must not point at offsets past the end of the log."""
+        if seg.offset_index.entries and seg.offset_index.last_entry()[0] >= self._leo:
+            raise CorruptIndex(f"{seg.offset_index.path}: entry past the log end offset")
+        if seg.time_index.entries and seg.time_index.last_entry()[1] >= self._leo:
+            raise CorruptIndex(f"{seg.time_index.path}: entry past the log end offset")
+
+    def _recover_after(self, recovery_point: int, recovered: dict[int, int]) -> None:
+        """CRC-check segments from the one holding the recovery point; cut at the first bad batch
+        and drop every later segment. `recovered` maps segments already rebuilt to the bytes
+        they lost, and gains the ones recovered here."""
+        start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        for i in range(start, len(self._segments)):
+            seg = self._segments[i]
+            if seg.base_offset not in recovered:
+                recovered[seg.base_offset] = seg.recover(self.config)
+            if recovered[seg.base_offset]:
+                for later in self._segments[i + 1 :]:
+                    logger.warning(
+                        "%s: deleting segment %d after a truncation", self.dir, later.base_offset
+                    )
+                    later.delete_files()
+                del self._segments[i + 1 :]
+                break
+        self._bases = [s.base_offset for s in self._segments]
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._hw = min(max(offset, self._log_start), self._leo)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        if self._topic_id is None:
+            self._topic_id = read_partition_metadata(self.dir / PARTITION_METADATA)
+        return self._topic_id
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Persist the topic id in partition.metadata (written once per partition)."""
+        if self.topic_id != topic_id:
+            write_partition_metadata(self.dir / PARTITION_METADATA, topic_id)
+            self._topic_id = topic_id
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply to later appends, rolls, retention and flushes."""
+        self.config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int = 0,
+    ) -> AppendResult:
+        """Append already-validated v2 batches.
+
+        Leader path (assign_offsets): base offsets continue from the log end offset and every
+        batch gets `leader_epoch`, patched in `records` itself. Follower path: the batches keep
+        their offsets and epochs, which must continue the log.
+        """
+        buf = records if isinstance(records, (bytearray, memoryview)) else bytearray(records)
+        total = len(buf)
+        if total == 0:
+            return AppendResult(self._leo, self._leo - 1, -1, self._log_start)
+        if total > self.config.segment_bytes:
+            if not assign_offsets:
+                return self._append_in_chunks(buf)
+            raise RecordListTooLarge(
+                f"append of {total} bytes exceeds the segment size {self.config.segment_bytes}"
+            )
+        next_offset = self._leo
+        first_offset = -1
+        max_ts, offset_of_max = -1, -1
+        batches: list[BatchAppend] = []
+        epochs: list[tuple[int, int]] = []
+        pos = 0
+        while pos < total:
+            header = rb.parse_header(buf, pos)
+            size = header.size
+            if pos + size > total:
+                raise rb.CorruptRecordError("partial record batch in append")
+            if assign_offsets:
+                base = next_offset
+                rb.set_base_offset(buf, pos, base)
+                rb.set_partition_leader_epoch(buf, pos, leader_epoch)
+            else:
+                base = header.base_offset
+                if base < next_offset:
+                    raise UnexpectedAppendOffset(
+                        f"batch at offset {base} below the expected {next_offset} in {self.dir.name}"
+                    )
+                if header.partition_leader_epoch >= 0:
+                    epochs.append((header.partition_leader_epoch, base))
+            last = base + header.last_offset_delta
+            if first_offset < 0:
+                first_offset = base
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, last
+            batches.append(BatchAppend(pos, size, last, header.max_timestamp))
+            next_offset = last + 1
+            pos += size
+        if assign_offsets and leader_epoch >= 0:
+            epochs.append((leader_epoch, first_offset))
+
+        segment = self._maybe_roll(total, max_ts, next_offset - 1, first_offset)
+        try:
+            segment.append(buf, batches)
+        except OSError as exc:
+            raise KafkaStorageError(f"append to {self.dir.name} failed: {exc}") from exc
+        self._leo = next_offset
+        if self.hw_tracks_leo:
+            self._hw = next_offset
+        for epoch, start in epochs:
+            latest = self.epoch_cache.latest_epoch
+            if latest is None or epoch > latest:
+                self.epoch_cache.assign(epoch, start)
+        if self._leo - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, next_offset - 1, max_ts, self._log_start, offset_of_max)
+
+    def _append_in_chunks(self, buf: bytearray | memoryview) -> AppendResult:
+        """A follower's fetch may exceed segment.bytes: append it in segment-sized runs."""
+        view = memoryview(buf)
+        limit = self.config.segment_bytes
+        results = []
+        start = end = 0
+        for pos, header in rb.iter_batches(view, check_crc=False):
+            if header.size > limit:
+                raise RecordListTooLarge(
+                    f"batch of {header.size} bytes exceeds the segment size {limit}"
+                )
+            if pos + header.size - start > limit and end > start:
+                results.append(self.append(view[start:end], assign_offsets=False))
+                start = pos
+            end = pos + header.size
+        results.append(self.append(view[start:end], assign_offsets=False))
+        best = max(results, key=lambda r: r.max_timestamp)
+        return AppendResult(
+            results[0].first_offset,
+            results[-1].last_offset,
+            best.max_timestamp,
+            self._log_start,
+            best.offset_of_max_timestamp,
+        )
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, last_offset: int, first_offset: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(self.config, size, max_ts, last_offset, self.clock()):
+            segment = self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or the given later offset)."""
+        new_base = max(expected_next_offset or 0, self._leo)
+        active = self.active_segment
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return active
+            # An empty active segment is replaced rather than left behind.
+            self._segments.pop()
+            self._bases.pop()
+            active.delete_files()
+        else:
+            active.on_become_inactive()
+            self._flush_pending_to = max(self._flush_pending_to, new_base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            stale = self.dir / f"{new_base:020d}{suffix}"
+            if stale.exists():
+                logger.warning("%s: deleting stale file %s before rolling", self.dir, stale.name)
+                stale.unlink()
+        segment = LogSegment(self.dir, new_base, self.config, now_ms=self.clock(), active=True)
+        self._add_segment(segment)
+        return segment
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches starting with the one that holds `offset`, at most `max_bytes` of them
+        (but the first one whole when `min_one_batch`), none reaching `max_offset` (the high
+        watermark for consumers). None when there is nothing to return.
+        """
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self._log_start}, {leo}] of {self.dir.name}"
+            )
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if offset >= limit:
+            return None
+        i = bisect.bisect_right(self._bases, offset) - 1
+        while i < len(self._segments):
+            seg = self._segments[i]
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else leo
+            max_position = seg.size
+            if limit < next_base:
+                found = seg.translate_offset(limit)
+                if found is not None:
+                    max_position = found[0]
+            result = seg.read(offset, max_bytes, max_position, min_one_batch)
+            if result is not None:
+                return result if result.size else None
+            if limit <= next_base:
+                return None
+            i += 1
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset whose timestamp is >= `timestamp`, or a special one
+        (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            first = self.epoch_cache.earliest_entry
+            epoch = first.epoch if first and first.start_offset <= self._log_start else -1
+            return TimestampAndOffset(-1, self._log_start, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            latest = self.epoch_cache.latest_epoch
+            return TimestampAndOffset(-1, self._leo, -1 if latest is None else latest)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        for seg in self._segments:
+            if seg.largest_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+                if found is not None:
+                    return TimestampAndOffset(*found)
+        return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
+        from ..records.record import decode_batch
+
+        seg = max(self._segments, key=lambda s: s.max_timestamp)
+        ts, offset = seg.max_timestamp_and_offset
+        if ts < 0:
+            return None
+        for pos, header in seg.iter_headers(seg.offset_index.lookup(offset)[1]):
+            if header.max_timestamp == ts:
+                _, records = decode_batch(seg.read_bytes(pos, header.size), check_crc=False)
+                for record in records:
+                    if record.timestamp == ts:
+                        return TimestampAndOffset(ts, record.offset, header.partition_leader_epoch)
+        return None
+
+    # -- log start, retention ------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (at most the high watermark)
+        and drop the segments wholly below it. Returns the new log start offset."""
+        if offset > self._hw:
+            raise OffsetOutOfRange(
+                f"cannot move the log start offset of {self.dir.name} to {offset}, "
+                f"beyond the high watermark {self._hw}"
+            )
+        self._increment_log_start(offset)
+        self._delete_log_start_breached()
+        return self._log_start
+
+    def _increment_log_start(self, offset: int) -> None:
+        if offset <= self._log_start:
+            return
+        self._log_start = offset
+        self._hw = max(self._hw, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.epoch_cache.truncate_from_start(offset)
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Retention: segments past retention.ms or beyond retention.bytes, and segments below
+        the log start offset. Returns how many were deleted."""
+        now = self.clock() if now is None else now
+        deleted = self._delete_log_start_breached()
+        if self.config.delete:
+            deleted += self._delete_retention_size_breached()
+            deleted += self._delete_retention_ms_breached(now)
+        return deleted
+
+    def _delete_log_start_breached(self) -> int:
+        return self._delete_where(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start
+        )
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        return self._delete_where(lambda seg, nxt: now - seg.largest_timestamp > retention)
+
+    def _delete_retention_size_breached(self) -> int:
+        retention = self.config.retention_bytes
+        size = self.size
+        if retention < 0 or size < retention:
+            return 0
+        diff = size - retention
+
+        def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_where(over)
+
+    def _delete_where(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        deletable: list[LogSegment] = []
+        segs = self._segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if not (self._hw >= upper and predicate(seg, nxt)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            # A log always keeps one segment: roll so the expired active one can go.
+            self.roll()
+        self._remove_segments(deletable)
+        self._increment_log_start(self._segments[0].base_offset)
+        return len(deletable)
+
+    def _remove_segments(self, doomed: list[LogSegment]) -> None:
+        due = self.clock() + self.config.file_delete_delay_ms
+        ids = {id(s) for s in doomed}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self._segments]
+        for seg in doomed:
+            if seg.offset_index.active:
+                seg.on_become_inactive()
+            try:
+                seg.rename_to_deleted()
+            except FileNotFoundError:
+                pass
+            self._pending_deletes.append((due, seg))
+
+    def remove_deleted_segments(self, now: int | None = None, *, force: bool = False) -> int:
+        """Close and unlink the files of segments deleted at least file.delete.delay.ms ago
+        (the delay lets in-flight sendfiles from their fds finish)."""
+        now = self.clock() if now is None else now
+        keep, done = [], 0
+        for due, seg in self._pending_deletes:
+            if force or due <= now:
+                seg.delete_files()
+                done += 1
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+        return done
+
+    # -- truncation (followers) ----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after `offset` (follower divergence). True if anything went."""
+        if offset < 0:
+            raise ValueError("negative truncation offset")
+        if offset >= self._leo:
+            return False
+        if offset < self._log_start:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        self._remove_segments([s for s in self._segments if s.base_offset > offset])
+        active = self.active_segment
+        active.truncate_to(offset, self.config, self.clock())
+        self._leo = active.read_next_offset()
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._hw = min(self._hw, self._leo)
+        self._flush_pending_to = min(self._flush_pending_to, self._leo)
+        self.epoch_cache.truncate_from_end(self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at `offset`."""
+        doomed = list(self._segments)
+        self._segments, self._bases = [], []
+        self._remove_segments(doomed)
+        self._add_segment(
+            LogSegment(self.dir, offset, self.config, now_ms=self.clock(), active=True)
+        )
+        self._leo = self._log_start = self._recovery_point = self._hw = offset
+        self._flush_pending_to = -1
+        self.epoch_cache.clear()
+
+    # -- flush, close --------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync the segments holding offsets below `offset` (default: everything) and move
+        the recovery point there."""
+        target = self._leo if offset is None else min(offset, self._leo)
+        if target > self._recovery_point:
+            first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+            for seg in self._segments[first:]:
+                if seg.base_offset >= target:
+                    break
+                seg.flush()
+            self._recovery_point = target
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        if offset is None:
+            self.last_flush_ms = self.clock()
+
+    def maybe_flush(self, now: int | None = None) -> None:
+        """Periodic work: flush segments that rolled, and everything once flush.ms has passed."""
+        now = self.clock() if now is None else now
+        if now - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+        elif self._flush_pending_to > self._recovery_point:
+            self.flush(self._flush_pending_to)
+        self._flush_pending_to = -1
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        for seg in self._segments:
+            seg.close()
+        self.remove_deleted_segments(force=True)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole directory now."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Move the partition directory (deletion renames it); open fds keep working."""
+        new_dir = Path(new_dir)
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        self.epoch_cache.path = new_dir / self.epoch_cache.path.name
+        for seg in self._segments:
+            seg.move_to(new_dir)
+        for _, seg in self._pending_deletes:
+            seg.move_to(new_dir)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir.name}, start={self._log_start}, end={self._leo}, "
+            f"segments={len(self._segments)})"
+        )
