@@ -119,8 +119,6 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
         self._checkpointed_hw.update(self._read_checkpoint(log_dir / REPLICATION_CHECKPOINT))
-        if not clean:
-            logger.warning("%s was not shut down cleanly: recovering its logs", log_dir)
         for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -142,6 +140,8 @@ class LogManager:
                 clock=self.clock,
             )
             self._log_dir_of[tp] = log_dir
+            if not clean:
+                logger.info("recovered %s after an unclean shutdown", entry.name)
 
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None = None) -> None:
         """Check meta.properties of every log dir against this broker (write it where missing)."""
