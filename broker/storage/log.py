@@ -170,6 +170,9 @@ class Log:
         self.epoch_cache = LeaderEpochCache.load(self.dir)
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)
+        if self._log_start > self._leo:
+            # Recovery cut the log below a start offset DeleteRecords had already moved past.
+            self.truncate_fully_and_start_at(self._log_start)
 
     def _check_active(self, seg: LogSegment) -> None:
         """The last segment's indexes must not point at offsets past the end of the log."""

@@ -243,7 +243,7 @@ class LogManager:
     def tick(self, now: int | None = None) -> None:
         """Do whatever periodic work is due; the server calls this from a timer (~1 s).
 
-        It runs fsyncs, so the caller may prefer a worker thread if it holds no log in use.
+        Runs on the thread that appends (logs are not thread-safe); it may fsync.
         """
         now = self.clock() if now is None else now
         if now >= self._next.get("retention", 0):

@@ -213,3 +213,24 @@ def test_unclean_start_with_empty_directory_of_a_log(tmp_path):
     assert log.log_end_offset == 0 and len(log.segments) == 1
     assert log.append(make_batch()).first_offset == 0
     manager.shutdown()
+
+
+def test_recovery_below_the_log_start_offset_restarts_the_log_there(tmp_path):
+    manager = LogManager([tmp_path], CONFIG)
+    manager.startup()
+    log = manager.get_or_create_log("topic", 0)
+    for i in range(30):
+        log.append(make_batch(ts=1000 + i))
+    log.delete_records_before(50)
+    first_base = log.segments[0].base_offset
+    manager.shutdown()
+    assert first_base < 50
+    with open(segment_file(tmp_path, first_base), "r+b") as f:
+        f.seek(rb.HEADER_SIZE + 1)
+        f.write(b"\xee\xee")
+    simulate_crash(tmp_path, recovery_point=0)
+    manager, log = restart(tmp_path)
+    assert (log.log_start_offset, log.log_end_offset) == (50, 50)
+    assert log.read(50, 100) is None
+    assert log.append(make_batch()).first_offset == 50
+    manager.shutdown()
