@@ -4,7 +4,7 @@ The jars come from scripts/install-kafka.sh (Maven Central). Everything lives in
 directory and listens on 127.0.0.1 only, so a run leaves nothing behind and touches no network.
 
 Run it by hand with ``.venv/bin/python bench/apache_kafka.py``: it prints the bootstrap address and
-serves until Ctrl-C.
+serves until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -205,7 +205,14 @@ class ApacheKafka:
         self.stop()
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    # Also when started in the background, where SIGINT is ignored: both signals stop Kafka.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     kafka = ApacheKafka(heap=os.environ.get("KAFKA_HEAP", "1g"))
     try:
         print(kafka.start(), flush=True)
