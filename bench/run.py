@@ -211,10 +211,11 @@ def run_server(server: Server, settings: Settings) -> ServerRun:
         return run
     try:
         # Warm-up (JIT, page cache, connection set-up); not reported.
-        warm = Settings(min(settings.records, 20_000), settings.size, settings.duration, 5)
+        warm = Settings(min(settings.records, 50_000), settings.size, settings.duration, 5)
         try:
             topic = create_topic(bootstrap, 1, settings)
             loadgen("produce", bootstrap, topic, warm, acks="1")
+            loadgen("consume", bootstrap, topic, warm, partitions=1)
         except Exception as exc:  # noqa: BLE001
             print(f"  warm-up failed: {exc}", flush=True)
         host, _, port = bootstrap.rpartition(":")
