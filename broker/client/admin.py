@@ -1,0 +1,893 @@
+"""AdminClient: topics, partitions, configs, offsets, records and log dirs over the Kafka API.
+
+Every method returns plain dataclasses. Failures raise `KafkaError` with the broker's error code
+and message (naming the topic or resource). Methods that act on several items accept
+`raise_errors=False` to get every item's outcome instead: each result then carries `error`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from ..protocol.api_keys import ApiKey
+from ..protocol.errors import ErrorCode, KafkaError
+from .cluster import (
+    ZERO_UUID,
+    BrokerNode,
+    ClusterClient,
+    TopicMetadata,
+    TopicPartition,
+    error_of,
+)
+from .connection import BrokerConnection
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigType",
+    "CreateTopicResult",
+    "LogDirDescription",
+    "NewTopic",
+    "OffsetSpec",
+    "ListedOffset",
+    "PartitionDescription",
+    "ReplicaLogDirInfo",
+    "ResourceType",
+    "TopicDescription",
+    "TopicResult",
+]
+
+
+class ResourceType(IntEnum):
+    """Config resource types (Kafka's ConfigResource.Type wire values)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigType(IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class AlterConfigOpType(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class OffsetSpec(IntEnum):
+    """Special timestamps for list_offsets; any other int is a timestamp in ms."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+    EARLIEST_LOCAL = -4
+    LATEST_TIERED = -5
+
+
+# ListOffsets version needed for each special timestamp.
+_OFFSET_SPEC_MIN_VERSION = {
+    OffsetSpec.MAX_TIMESTAMP: 7,
+    OffsetSpec.EARLIEST_LOCAL: 8,
+    OffsetSpec.LATEST_TIERED: 9,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    type: ResourceType
+    name: str  # topic name, broker id as text, or "" for the cluster-wide broker default
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, broker_id: int | str = "") -> ConfigResource:
+        return cls(ResourceType.BROKER, str(broker_id))
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    name: str
+    value: str | None = None
+    op: AlterConfigOpType = AlterConfigOpType.SET
+
+    @classmethod
+    def set(cls, name: str, value: str) -> AlterConfigOp:
+        return cls(name, value, AlterConfigOpType.SET)
+
+    @classmethod
+    def delete(cls, name: str) -> AlterConfigOp:
+        return cls(name, None, AlterConfigOpType.DELETE)
+
+
+@dataclass(slots=True)
+class NewTopic:
+    """A topic to create. -1 partitions / replication factor: the broker's defaults.
+
+    `assignments` (partition -> broker ids) replaces both counts when given.
+    """
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+    assignments: dict[int, list[int]] | None = None
+
+
+@dataclass(slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
+    type: ConfigType = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG)
+
+
+@dataclass(slots=True)
+class TopicResult:
+    """Outcome of an operation on one topic (delete, create_partitions)."""
+
+    name: str
+    error: KafkaError | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+
+
+@dataclass(slots=True)
+class CreateTopicResult:
+    name: str
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, ConfigEntry] = field(default_factory=dict)
+    error: KafkaError | None = None
+
+
+@dataclass(slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionDescription]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerNode]
+
+
+@dataclass(slots=True)
+class ListedOffset:
+    offset: int
+    timestamp: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class ReplicaLogDirInfo:
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(slots=True)
+class LogDirDescription:
+    path: str
+    error: ErrorCode
+    replicas: dict[TopicPartition, ReplicaLogDirInfo] = field(default_factory=dict)
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+ResultT = TypeVar("ResultT")
+
+
+def _raise_first(results: Iterable[Any]) -> None:
+    for r in results:
+        if r.error is not None:
+            raise r.error
+
+
+def _config_entry(c: dict, version: int) -> ConfigEntry:
+    if version == 0:
+        source = ConfigSource.DEFAULT_CONFIG if c.get("is_default") else ConfigSource.UNKNOWN
+    else:
+        source = _enum(ConfigSource, c.get("config_source", 0))
+    return ConfigEntry(
+        name=c["name"],
+        value=c["value"],
+        source=source,
+        read_only=c["read_only"],
+        is_sensitive=c["is_sensitive"],
+        synonyms=[
+            ConfigSynonym(s["name"], s["value"], _enum(ConfigSource, s["source"]))
+            for s in c.get("synonyms") or []
+        ],
+        type=_enum(ConfigType, c.get("config_type", 0)),
+        documentation=c.get("documentation"),
+    )
+
+
+E = TypeVar("E", bound=IntEnum)
+
+
+def _enum(cls: type[E], value: int) -> E:
+    try:
+        return cls(value)
+    except ValueError:
+        return cls(0)
+
+
+def _resource_error(r: dict, resource: ConfigResource) -> KafkaError | None:
+    kind = _enum(ResourceType, r["resource_type"]).name.lower()
+    what = f"{kind} {resource.name!r}" if resource.name else kind
+    return error_of(r["error_code"], r.get("error_message"), what, resource.name)
+
+
+class AdminClient:
+    """Kafka admin operations. `async with AdminClient("host:9092") as admin: ...`
+
+    Pass `cluster=` to share connections and metadata with a producer or consumer.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        *,
+        cluster: ClusterClient | None = None,
+        client_id: str = "odradek-admin",
+        request_timeout: float = 30.0,
+        operation_timeout: float = 30.0,
+        retry_timeout: float = 30.0,
+    ) -> None:
+        if cluster is None:
+            if bootstrap_servers is None:
+                raise ValueError("bootstrap_servers or cluster is required")
+            cluster = ClusterClient(
+                bootstrap_servers,
+                client_id=client_id,
+                request_timeout=request_timeout,
+                retry_timeout=retry_timeout,
+            )
+            self._owns_cluster = True
+        else:
+            self._owns_cluster = False
+        self.cluster = cluster
+        self.operation_timeout = operation_timeout
+
+    async def start(self) -> AdminClient:
+        await self.cluster.start()
+        return self
+
+    async def close(self) -> None:
+        if self._owns_cluster:
+            await self.cluster.close()
+
+    async def __aenter__(self) -> AdminClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def _timeout_ms(self) -> int:
+        return int(self.operation_timeout * 1000)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+    ) -> dict[str, CreateTopicResult]:
+        """Create topics (through the controller). Results carry the broker's effective
+        partition count, replication factor and configs (CreateTopics v5+)."""
+        pending = {t.name: t for t in topics}
+        results: dict[str, CreateTopicResult] = {}
+
+        async def attempt() -> None:
+            body = {
+                "topics": [_new_topic_body(t) for t in pending.values()],
+                "timeout_ms": self._timeout_ms,
+                "validate_only": validate_only,
+            }
+            conn = await self.cluster.controller_connection()
+            version = conn.version_for(ApiKey.CREATE_TOPICS)
+            if validate_only and version < 1:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "validate_only needs v1+")
+            resp = await conn.request(ApiKey.CREATE_TOPICS, body, version)
+            retry: KafkaError | None = None
+            for t in resp["topics"]:
+                error = error_of(
+                    t["error_code"], t.get("error_message"), f"topic {t['name']!r}", t["name"]
+                )
+                if error is not None and error.code == ErrorCode.NOT_CONTROLLER:
+                    retry = error
+                    continue
+                configs = {c["name"]: _config_entry(c, 1) for c in t.get("configs") or []}
+                results[t["name"]] = CreateTopicResult(
+                    t["name"],
+                    t.get("topic_id") or ZERO_UUID,
+                    t.get("num_partitions", -1),
+                    t.get("replication_factor", -1),
+                    configs,
+                    error,
+                )
+                pending.pop(t["name"], None)
+            if retry is not None:
+                self.cluster.mark_stale()
+                raise retry
+
+        if pending:
+            await self.cluster.retry(attempt, what="CreateTopics")
+        for name in pending:
+            results[name] = CreateTopicResult(
+                name, error=KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"topic {name!r}: no result")
+            )
+        if not validate_only and any(r.error is None for r in results.values()):
+            self.cluster.mark_stale()
+        if raise_errors:
+            _raise_first(results.values())
+        return results
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> CreateTopicResult:
+        topic = NewTopic(name, num_partitions, replication_factor, dict(configs or {}))
+        return (await self.create_topics([topic], validate_only=validate_only))[name]
+
+    async def delete_topics(
+        self, names: Sequence[str], *, raise_errors: bool = True
+    ) -> dict[str, TopicResult]:
+        """Delete topics by name (through the controller)."""
+        pending = list(dict.fromkeys(names))
+        results: dict[str, TopicResult] = {}
+
+        async def attempt() -> None:
+            body = {
+                "topics": [{"name": n, "topic_id": ZERO_UUID} for n in pending],
+                "topic_names": pending,
+                "timeout_ms": self._timeout_ms,
+            }
+            resp = await self.cluster.request_controller(ApiKey.DELETE_TOPICS, body)
+            retry: KafkaError | None = None
+            for t in resp["responses"]:
+                name = t["name"]
+                error = error_of(t["error_code"], t.get("error_message"), f"topic {name!r}", name)
+                if error is not None and error.code == ErrorCode.NOT_CONTROLLER:
+                    retry = error
+                    continue
+                results[name] = TopicResult(name, error, t.get("topic_id") or ZERO_UUID)
+                if name in pending:
+                    pending.remove(name)
+            if retry is not None:
+                self.cluster.mark_stale()
+                raise retry
+
+        if pending:
+            await self.cluster.retry(attempt, what="DeleteTopics")
+        for name in pending:
+            results[name] = TopicResult(
+                name, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"topic {name!r}: no result")
+            )
+        self.cluster.mark_stale()
+        if raise_errors:
+            _raise_first(results.values())
+        return results
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        """Names of all topics, sorted."""
+        resp = await self.cluster.retry(
+            lambda: self.cluster.refresh_metadata(None), what="Metadata"
+        )
+        return sorted(
+            t["name"]
+            for t in resp["topics"]
+            if t["name"] is not None and (include_internal or not t["is_internal"])
+        )
+
+    async def describe_topics(
+        self, names: Sequence[str] | None = None
+    ) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of `names` (None: every topic)."""
+        resp = await self.cluster.retry(
+            lambda: self.cluster.refresh_metadata(None if names is None else list(names)),
+            what="Metadata",
+        )
+        out: dict[str, TopicDescription] = {}
+        for t in resp["topics"]:
+            name = t["name"]
+            error = error_of(t["error_code"], None, f"topic {name!r}")
+            if error is not None:
+                raise error
+            tm: TopicMetadata = self.cluster.topics[name]
+            partitions = [
+                PartitionDescription(
+                    p.partition,
+                    p.leader,
+                    p.leader_epoch,
+                    p.replicas,
+                    p.isr,
+                    p.offline_replicas,
+                    p.error,
+                )
+                for p in sorted(tm.partitions.values(), key=lambda p: p.partition)
+            ]
+            out[name] = TopicDescription(name, tm.topic_id, tm.is_internal, partitions)
+        if names is not None:
+            for name in names:
+                if name not in out:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r}")
+            return {name: out[name] for name in names}
+        return dict(sorted(out.items()))
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        return (await self.describe_topics([name]))[name]
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+    ) -> dict[str, TopicResult]:
+        """Grow topics to `new_totals[name]` partitions; `assignments` places the new ones."""
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "count": count,
+                    "assignments": (
+                        [{"broker_ids": list(ids)} for ids in assignments[name]]
+                        if assignments and name in assignments
+                        else None
+                    ),
+                }
+                for name, count in new_totals.items()
+            ],
+            "timeout_ms": self._timeout_ms,
+            "validate_only": validate_only,
+        }
+        results: dict[str, TopicResult] = {}
+
+        async def attempt() -> None:
+            resp = await self.cluster.request_controller(ApiKey.CREATE_PARTITIONS, body)
+            for r in resp["results"]:
+                error = error_of(
+                    r["error_code"], r.get("error_message"), f"topic {r['name']!r}", r["name"]
+                )
+                if error is not None and error.code == ErrorCode.NOT_CONTROLLER:
+                    self.cluster.mark_stale()
+                    raise error
+                results[r["name"]] = TopicResult(r["name"], error)
+
+        await self.cluster.retry(attempt, what="CreatePartitions")
+        self.cluster.mark_stale()
+        if raise_errors:
+            _raise_first(results.values())
+        return results
+
+    # -- configs --------------------------------------------------------------------------
+
+    async def _connection_for(self, resource: ConfigResource) -> BrokerConnection:
+        """Broker resources naming a broker must go to that broker; the rest to any broker."""
+        if resource.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and resource.name:
+            try:
+                node_id = int(resource.name)
+            except ValueError:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"broker id {resource.name!r} is not a number"
+                ) from None
+            if node_id not in self.cluster.brokers:
+                await self.cluster.refresh_metadata([])
+            return await self.cluster.connection(node_id)
+        return await self.cluster.any_connection()
+
+    async def _per_resource(
+        self,
+        resources: Sequence[ConfigResource],
+        send: Any,
+    ) -> dict[ConfigResource, Any]:
+        """Group resources by the broker they must go to and send one request per group."""
+        groups: dict[tuple[ResourceType, str] | None, list[ConfigResource]] = {}
+        for r in resources:
+            pinned = r.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and r.name
+            groups.setdefault((r.type, r.name) if pinned else None, []).append(r)
+        out: dict[ConfigResource, Any] = {}
+        for group in groups.values():
+
+            async def attempt(group: list[ConfigResource] = group) -> dict:
+                conn = await self._connection_for(group[0])
+                return await send(conn, group)
+
+            resp = await self.cluster.retry(attempt, what="configs")
+            out.update(resp)
+        return out
+
+    async def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        keys: Sequence[str] | None = None,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs of topics and brokers, each name -> ConfigEntry (value, source, ...)."""
+
+        async def send(conn: BrokerConnection, group: list[ConfigResource]) -> dict:
+            version = conn.version_for(ApiKey.DESCRIBE_CONFIGS)
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(r.type),
+                        "resource_name": r.name,
+                        "configuration_keys": None if keys is None else list(keys),
+                    }
+                    for r in group
+                ],
+                "include_synonyms": include_synonyms,
+                "include_documentation": include_documentation,
+            }
+            resp = await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version)
+            found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+            for r in resp["results"]:
+                res = ConfigResource(_enum(ResourceType, r["resource_type"]), r["resource_name"])
+                error = _resource_error(r, res)
+                if error is not None:
+                    raise error
+                found[res] = {c["name"]: _config_entry(c, version) for c in r["configs"]}
+            return found
+
+        return await self._per_resource(resources, send)
+
+    async def describe_topic_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        resource = ConfigResource.topic(topic)
+        return (await self.describe_configs([resource]))[resource]
+
+    async def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Replace the whole dynamic config of each resource (legacy AlterConfigs): keys not
+        given return to their defaults. Prefer incremental_alter_configs."""
+
+        async def send(conn: BrokerConnection, group: list[ConfigResource]) -> dict:
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(r.type),
+                        "resource_name": r.name,
+                        "configs": [{"name": k, "value": v} for k, v in configs[r].items()],
+                    }
+                    for r in group
+                ],
+                "validate_only": validate_only,
+            }
+            resp = await conn.request(ApiKey.ALTER_CONFIGS, body)
+            return self._check_alter(resp, group)
+
+        await self._per_resource(list(configs), send)
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set, delete, append to or subtract from individual config keys."""
+
+        async def send(conn: BrokerConnection, group: list[ConfigResource]) -> dict:
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(r.type),
+                        "resource_name": r.name,
+                        "configs": [
+                            {"name": op.name, "config_operation": int(op.op), "value": op.value}
+                            for op in changes[r]
+                        ],
+                    }
+                    for r in group
+                ],
+                "validate_only": validate_only,
+            }
+            resp = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+            return self._check_alter(resp, group)
+
+        await self._per_resource(list(changes), send)
+
+    @staticmethod
+    def _check_alter(resp: dict, group: list[ConfigResource]) -> dict:
+        done: dict[ConfigResource, None] = {}
+        for r in resp["responses"]:
+            res = ConfigResource(_enum(ResourceType, r["resource_type"]), r["resource_name"])
+            error = _resource_error(r, res)
+            if error is not None:
+                raise error
+            done[res] = None
+        for res in group:
+            if res not in done:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{res}: no result")
+        return done
+
+    # -- cluster --------------------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster, or Metadata on old brokers)."""
+
+        async def attempt() -> ClusterDescription:
+            conn = await self.cluster.any_connection()
+            if conn.supports(ApiKey.DESCRIBE_CLUSTER):
+                resp = await conn.request(
+                    ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False}
+                )
+                error = error_of(resp["error_code"], resp.get("error_message"), "DescribeCluster")
+                if error is not None:
+                    raise error
+                brokers = [
+                    BrokerNode(b["broker_id"], b["host"], b["port"], b["rack"])
+                    for b in resp["brokers"]
+                ]
+                return ClusterDescription(
+                    resp["cluster_id"], resp["controller_id"], sorted(brokers, key=_node_key)
+                )
+            await self.cluster.refresh_metadata([])
+            return ClusterDescription(
+                self.cluster.cluster_id,
+                self.cluster.controller_id,
+                sorted(self.cluster.brokers.values(), key=_node_key),
+            )
+
+        return await self.cluster.retry(attempt, what="DescribeCluster")
+
+    # -- offsets and records --------------------------------------------------------------
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, int],
+        *,
+        isolation_level: int = 0,
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Offsets by OffsetSpec (EARLIEST, LATEST, MAX_TIMESTAMP) or timestamp (ms), sent to
+        each partition's leader. A timestamp later than every record gives offset -1."""
+        min_version = max(
+            (_OFFSET_SPEC_MIN_VERSION.get(int(ts), 0) for ts in specs.values()), default=0
+        )
+        if isolation_level:
+            min_version = max(min_version, 2)
+
+        async def send(
+            conn: BrokerConnection, part: dict[TopicPartition, int]
+        ) -> dict[TopicPartition, ListedOffset | KafkaError]:
+            return await list_offsets_request(conn, part, isolation_level, min_version)
+
+        outcome = await self.cluster.route_to_leaders(specs, send, what="ListOffsets")
+        return _unwrap(outcome)
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Delete records below the given offsets (-1: the high watermark); returns each
+        partition's new low watermark."""
+
+        async def send(
+            conn: BrokerConnection, part: dict[TopicPartition, int]
+        ) -> dict[TopicPartition, int | KafkaError]:
+            body = {
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": tp.partition, "offset": off}
+                            for tp, off in part.items()
+                            if tp.topic == topic
+                        ],
+                    }
+                    for topic in {tp.topic for tp in part}
+                ],
+                "timeout_ms": self._timeout_ms,
+            }
+            resp = await conn.request(ApiKey.DELETE_RECORDS, body)
+            out: dict[TopicPartition, int | KafkaError] = {}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    error = error_of(p["error_code"], None, f"partition {tp}")
+                    out[tp] = error if error is not None else p["low_watermark"]
+            return out
+
+        outcome = await self.cluster.route_to_leaders(before, send, what="DeleteRecords")
+        return _unwrap(outcome)
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Sequence[int] | None = None,
+        topics: Mapping[str, Sequence[int]] | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        """Log directories of each broker (default: all) with the sizes of their replicas;
+        `topics` (name -> partitions) narrows the replicas reported."""
+        if broker_ids is None:
+            await self.cluster.retry(lambda: self.cluster.refresh_metadata([]), what="Metadata")
+            broker_ids = sorted(self.cluster.brokers)
+        body = {
+            "topics": None
+            if topics is None
+            else [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]
+        }
+        out: dict[int, list[LogDirDescription]] = {}
+        for node_id in broker_ids:
+            resp = await self.cluster.retry(
+                lambda n=node_id: self.cluster.request_node(n, ApiKey.DESCRIBE_LOG_DIRS, body),
+                what="DescribeLogDirs",
+            )
+            error = error_of(resp.get("error_code", 0), None, f"broker {node_id}")
+            if error is not None:
+                raise error
+            dirs = []
+            for r in resp["results"]:
+                d = LogDirDescription(
+                    r["log_dir"],
+                    ErrorCode.of(r["error_code"]),
+                    total_bytes=r.get("total_bytes", -1),
+                    usable_bytes=r.get("usable_bytes", -1),
+                )
+                for t in r["topics"]:
+                    for p in t["partitions"]:
+                        d.replicas[TopicPartition(t["name"], p["partition_index"])] = (
+                            ReplicaLogDirInfo(
+                                p["partition_size"], p["offset_lag"], p["is_future_key"]
+                            )
+                        )
+                dirs.append(d)
+            out[node_id] = dirs
+        return out
+
+
+def _node_key(node: BrokerNode) -> int:
+    return node.node_id
+
+
+def _unwrap(
+    outcome: Mapping[TopicPartition, ResultT | KafkaError],
+) -> dict[TopicPartition, ResultT]:
+    out: dict[TopicPartition, ResultT] = {}
+    for tp, r in outcome.items():
+        if isinstance(r, KafkaError):
+            raise r
+        out[tp] = r
+    return out
+
+
+def _new_topic_body(t: NewTopic) -> dict:
+    if t.assignments:
+        assignments = [
+            {"partition_index": p, "broker_ids": list(ids)}
+            for p, ids in sorted(t.assignments.items())
+        ]
+        num_partitions, replication_factor = -1, -1
+    else:
+        assignments, num_partitions, replication_factor = (
+            [],
+            t.num_partitions,
+            t.replication_factor,
+        )
+    return {
+        "name": t.name,
+        "num_partitions": num_partitions,
+        "replication_factor": replication_factor,
+        "assignments": assignments,
+        "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+    }
+
+
+async def list_offsets_request(
+    conn: BrokerConnection,
+    part: Mapping[TopicPartition, int],
+    isolation_level: int = 0,
+    min_version: int = 0,
+) -> dict[TopicPartition, ListedOffset | KafkaError]:
+    """One ListOffsets request to a leader; per-partition results or errors."""
+    version = conn.version_for(ApiKey.LIST_OFFSETS, min_version=min_version)
+    topics: dict[str, list[dict]] = {}
+    for tp, ts in part.items():
+        topics.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "timestamp": int(ts), "max_num_offsets": 1}
+        )
+    body = {
+        "replica_id": -1,
+        "isolation_level": isolation_level,
+        "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+    }
+    resp = await conn.request(ApiKey.LIST_OFFSETS, body, version)
+    out: dict[TopicPartition, ListedOffset | KafkaError] = {}
+    for t in resp["topics"]:
+        for p in t["partitions"]:
+            tp = TopicPartition(t["name"], p["partition_index"])
+            error = error_of(p["error_code"], None, f"partition {tp}")
+            if error is not None:
+                out[tp] = error
+            elif version == 0:
+                olds = p["old_style_offsets"]
+                out[tp] = ListedOffset(olds[0] if olds else -1)
+            else:
+                out[tp] = ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
+    return out
