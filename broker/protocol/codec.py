@@ -73,6 +73,8 @@ _FIXED = {
 }
 
 _HEADER_FIXED = struct.Struct(">hhi")
+# Records given as `bytes` at least this large are not copied into the encoded response.
+_DETACH_BYTES = 8192
 _CORRELATION = _p.INT32
 
 
@@ -175,9 +177,13 @@ class _Compiler:
     # -- decoding --------------------------------------------------------------------------
 
     def read_uvarint(self, ind: int, target: str) -> None:
+        # One- and two-byte varints inline (lengths up to 16 KiB); longer ones call out.
         self.emit(ind, f"{target} = buf[pos]")
         self.emit(ind, f"if {target} < 128:")
         self.emit(ind + 1, "pos += 1")
+        self.emit(ind, "elif buf[pos + 1] < 128:")
+        self.emit(ind + 1, f"{target} = ({target} & 127) | (buf[pos + 1] << 7)")
+        self.emit(ind + 1, "pos += 2")
         self.emit(ind, "else:")
         self.emit(ind + 1, f"{target}, pos = _ruv(buf, pos)")
 
@@ -399,7 +405,13 @@ class _Compiler:
                 self.write_length(inner, out, "bytes", f"len({v})")
                 self.emit(inner, f"{out} += {v}")
                 return
-            self.emit(inner, f"if isinstance({v}, (bytes, bytearray, memoryview)):")
+            # Large immutable records go out as their own part, uncopied, like a RecordsSource.
+            self.emit(inner, f"if type({v}) is bytes and len({v}) >= {_DETACH_BYTES}:")
+            self.write_length(inner + 1, out, "bytes", f"len({v})")
+            self.emit(inner + 1, f"parts.append({out})")
+            self.emit(inner + 1, f"parts.append({v})")
+            self.emit(inner + 1, f"{out} = bytearray()")
+            self.emit(inner, f"elif isinstance({v}, (bytes, bytearray, memoryview)):")
             self.write_length(inner + 1, out, "bytes", f"len({v})")
             self.emit(inner + 1, f"{out} += {v}")
             self.emit(inner, "else:")
@@ -648,18 +660,43 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 def read_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """Parse the request header of a frame (without its size prefix); returns the body offset."""
-    buf = _as_view(frame)
+    buf = frame if type(frame) is memoryview else _as_view(frame)
     try:
         api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(buf, 0)
     except struct.error:
         raise ProtocolError("truncated request header") from None
-    hv = request_header_version(api_key, api_version)
+    hv = _HEADER_VERSIONS.get((api_key, api_version))
+    if hv is None:
+        hv = request_header_version(api_key, api_version)
+        if len(_HEADER_VERSIONS) < 4096:  # bounded: versions come from the network
+            _HEADER_VERSIONS[(api_key, api_version)] = hv
     if hv == 0:
         return RequestHeader(api_key, api_version, correlation_id, ""), 8
-    client_id, pos = _p.read_string(buf, 8, nullable=True)
+    try:
+        (n,) = _p.INT16.unpack_from(buf, 8)
+    except struct.error:
+        raise ProtocolError("truncated request header") from None
+    if n < 0:
+        if n != -1:
+            raise ProtocolError(f"invalid client id length {n}")
+        client_id, pos = "", 10
+    else:
+        pos = 10 + n
+        if pos > len(buf):
+            raise ProtocolError("truncated client id")
+        try:
+            client_id = str(buf[10:pos], "utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("client id is not UTF-8") from None
     if hv == 2:
-        pos = _p.skip_tagged_fields(buf, pos)
-    return RequestHeader(api_key, api_version, correlation_id, client_id or ""), pos
+        if pos < len(buf) and buf[pos] == 0:
+            pos += 1
+        else:
+            pos = _p.skip_tagged_fields(buf, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
 
 
 def _request_header_bytes(
@@ -688,7 +725,12 @@ def decode_request(
     Trailing bytes after the body are ignored, as Kafka does.
     """
     fn = _DECODERS.get((api_key, version, False)) or _decoder(api_key, version, False)
-    return _run_decoder(fn, _as_view(frame), offset, "request")[0]
+    try:
+        return fn(frame if type(frame) is memoryview else _as_view(frame), offset)[0]
+    except ProtocolError:
+        raise
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed request: {type(e).__name__}: {e}") from None
 
 
 def encode_request(

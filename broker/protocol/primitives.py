@@ -106,14 +106,30 @@ def _read_unsigned(buf, pos: int, max_bytes: int) -> tuple[int, int]:
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 32 bits (Kafka's UNSIGNED_VARINT, used by compact types)."""
-    if pos < len(buf):
+    # Unrolled: lengths of records and large strings take 2-3 bytes on the hot path.
+    try:
         b = buf[pos]
         if b < 0x80:
             return b, pos + 1
-    value, pos = _read_unsigned(buf, pos, _MAX_UVARINT_BYTES)
-    if value > 0xFFFFFFFF:
-        raise ProtocolError("uvarint out of 32-bit range")
-    return value, pos
+        value = b & 0x7F
+        b = buf[pos + 1]
+        if b < 0x80:
+            return value | (b << 7), pos + 2
+        value |= (b & 0x7F) << 7
+        b = buf[pos + 2]
+        if b < 0x80:
+            return value | (b << 14), pos + 3
+        value |= (b & 0x7F) << 14
+        b = buf[pos + 3]
+        if b < 0x80:
+            return value | (b << 21), pos + 4
+        value |= (b & 0x7F) << 21
+        b = buf[pos + 4]
+    except IndexError:
+        raise ProtocolError("truncated varint") from None
+    if b > 0x0F:
+        raise ProtocolError("uvarint longer than 5 bytes or above 32 bits")
+    return value | (b << 28), pos + 5
 
 
 def write_uvarint(n: int) -> bytes:
@@ -121,6 +137,8 @@ def write_uvarint(n: int) -> bytes:
         if n < 0:
             raise ValueError(f"negative uvarint {n}")
         return bytes((n,))
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

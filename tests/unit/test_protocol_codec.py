@@ -478,3 +478,11 @@ def test_body_level_codec():
         {"client_software_name": "n", "client_software_version": ""},
         len(raw),
     )
+
+
+def test_large_bytes_records_are_not_copied_into_responses():
+    big = bytes(range(256)) * 64
+    parts = encode_response(1, 12, 3, _fetch_response_body(big))
+    assert sum(p is big for p in parts) == 2
+    body = decode_response(1, 12, b"".join(parts))[1]
+    assert [p["records"] for p in body["responses"][0]["partitions"]] == [big, big]
