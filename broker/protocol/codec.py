@@ -9,7 +9,13 @@ Decoded dicts carry every field the schema declares: fields absent from the vers
 fields not on the wire) take their defaults, so handlers never need version checks to read. When
 encoding, a missing key takes the field default; fields absent from the version are ignored.
 
-Any malformed input raises `ProtocolError` (never IndexError, struct.error or MemoryError).
+Value types: ints, bool, float, str, `bytes` for bytes fields (copied: they are small), a
+memoryview for `records` (always nullable here, whatever the schema says), `uuid.UUID`, lists and
+dicts. On encode, records may also be a RecordsSource; responses keep such objects, and `bytes`
+records of 8 KiB or more, as separate parts so they are never copied.
+
+Any malformed input raises `ProtocolError` (never IndexError, struct.error or MemoryError), as does
+a value that does not fit its field when encoding.
 """
 
 from __future__ import annotations
