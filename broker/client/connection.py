@@ -280,13 +280,14 @@ class BrokerConnection:
     def _deliver(self, frame: bytes) -> None:
         if not self._pending:
             raise ProtocolError("response received with no request outstanding")
-        pending = self._pending.popleft()
+        pending = self._pending[0]
         (correlation_id,) = _SIZE.unpack_from(frame, 0)
         if correlation_id != pending.correlation_id:
-            raise ProtocolError(
+            raise ProtocolError(  # left queued: _fail() answers it with the error
                 f"correlation id {correlation_id} does not match the expected "
                 f"{pending.correlation_id}"
             )
+        self._pending.popleft()
         if pending.future.done():
             return
         if pending.raw:
