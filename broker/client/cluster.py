@@ -162,6 +162,7 @@ class ClusterClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._connect_locks: dict[int, asyncio.Lock] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._metadata_lock = asyncio.Lock()
         self._stale = True
         self._closed = False
@@ -293,7 +294,9 @@ class ClusterClient:
             node = brokers.get(node_id)
             if node is None or (node.host, node.port) != (conn.host, conn.port):
                 del self._conns[node_id]
-                asyncio.get_running_loop().create_task(conn.close())
+                task = asyncio.get_running_loop().create_task(conn.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
         self.brokers = brokers
         self.cluster_id = resp.get("cluster_id")
         self.controller_id = resp.get("controller_id", -1)

@@ -63,7 +63,7 @@ def test_topics_lifecycle(bootstrap: str, topic_name: str) -> None:
             "1",
             "--config",
             "retention.ms=3600000",
-        )  # fmt: skip
+        )
     )
     assert out == f"Created topic {topic_name}.\n"
     assert topic_name in text(odradek("topics", "list", *bs)).splitlines()
@@ -95,7 +95,7 @@ def test_topics_lifecycle(bootstrap: str, topic_name: str) -> None:
             "cleanup.policy=compact",
             "--delete-config",
             "retention.ms",
-        )  # fmt: skip
+        )
     )
     assert f"Topic {topic_name} now has 3 partitions." in out
     described = wait_described(bootstrap, topic_name, 3)
@@ -151,7 +151,7 @@ def test_produce_and_consume(bootstrap: str, topic_name: str) -> None:
             "--compression",
             "gzip",
             input=lines,
-        )  # fmt: skip
+        )
     )
     assert out.splitlines() == [f"{topic_name}\t0\t{i}" for i in range(3)]
     odradek(

@@ -312,7 +312,7 @@ def test_produce_consume_round_trip(bootstrap: str, topic_name: str, compression
                         key=key,
                         headers=headers,
                         timestamp_ms=1_700_000_000_000 + i,
-                    )  # fmt: skip
+                    )
                 )
             await producer.flush()
             for i, f in enumerate(futures):

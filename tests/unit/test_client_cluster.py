@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 from odradek.broker.client.admin import AdminClient, OffsetSpec
-from odradek.broker.client.cluster import ClusterClient, TopicPartition, parse_bootstrap
+from odradek.broker.client.cluster import ZERO_UUID, ClusterClient, TopicPartition, parse_bootstrap
+from odradek.broker.client.consumer import Consumer
+from odradek.broker.client.producer import Producer
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
+from odradek.broker.records.record import decode_batch
 from test_client_connection import TinyBroker, run
 
 RANGES = {
@@ -15,6 +18,7 @@ RANGES = {
     ApiKey.METADATA: (0, 12),
     ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.PRODUCE: (3, 11),
 }
 
 
@@ -35,7 +39,7 @@ class OneBrokerCluster(TinyBroker):
     and the controller; other APIs go to `scripted` answers, in order."""
 
     def __init__(self) -> None:
-        super().__init__(RANGES, self.handle)
+        super().__init__(dict(RANGES), self.handle)
         self.leader = 7
         self.scripted: dict[int, list[dict]] = {}
         self.calls: dict[int, int] = {}
@@ -175,5 +179,124 @@ def test_retry_gives_up_at_the_deadline() -> None:
                     await admin.list_offsets({TopicPartition("t", 0): OffsetSpec.LATEST})
                 assert info.value.code == ErrorCode.LEADER_NOT_AVAILABLE
                 assert srv.calls[ApiKey.LIST_OFFSETS] > 1
+
+    run(main())
+
+
+def produce_body(code: int, base_offset: int = 0, partition: int = 0) -> dict:
+    return {
+        "responses": [
+            {
+                "name": "t",
+                "partition_responses": [
+                    {"index": partition, "error_code": code, "base_offset": base_offset}
+                ],
+            }
+        ]
+    }
+
+
+def test_producer_retries_a_batch_after_not_leader() -> None:
+    async def main() -> None:
+        async with OneBrokerCluster() as srv:
+            srv.scripted[ApiKey.PRODUCE] = [
+                produce_body(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                produce_body(ErrorCode.NONE, 100),
+            ]
+            payloads: list[bytes] = []
+            original = srv.handle
+
+            async def spy(api_key: int, version: int, correlation_id: int, body: dict) -> dict:
+                if api_key == ApiKey.PRODUCE:
+                    payloads.append(bytes(body["topic_data"][0]["partition_data"][0]["records"]))
+                return await original(api_key, version, correlation_id, body)
+
+            srv.handler = spy
+            async with Producer(f"127.0.0.1:{srv.port}", linger_ms=50) as producer:
+                futures = [await producer.send("t", f"v{i}", partition=0) for i in range(3)]
+                metas = [await f for f in futures]
+            assert [m.offset for m in metas] == [100, 101, 102]
+            assert len(payloads) == 2 and payloads[0] == payloads[1]  # one batch, resent as is
+            _, recs = decode_batch(payloads[0])
+            assert [r.value for r in recs] == [b"v0", b"v1", b"v2"]
+
+    run(main())
+
+
+def test_producer_fails_records_on_a_non_retriable_error() -> None:
+    async def main() -> None:
+        async with OneBrokerCluster() as srv:
+            srv.scripted[ApiKey.PRODUCE] = [produce_body(ErrorCode.INVALID_RECORD)]
+            async with Producer(f"127.0.0.1:{srv.port}") as producer:
+                with pytest.raises(KafkaError) as info:
+                    await producer.send_and_wait("t", b"v", partition=0)
+                assert info.value.code == ErrorCode.INVALID_RECORD
+
+    run(main())
+
+
+def fetch_response(session_id: int, error: int = 0) -> dict:
+    return {"error_code": error, "session_id": session_id, "responses": []}
+
+
+def test_consumer_fetch_sessions_send_only_changes() -> None:
+    async def main() -> None:
+        async with OneBrokerCluster() as srv:
+            srv.api_ranges[ApiKey.FETCH] = (4, 12)
+            requests: list[dict] = []
+            replies = [
+                fetch_response(77),
+                fetch_response(77),
+                fetch_response(77),
+                fetch_response(77),
+                fetch_response(0, ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                fetch_response(78),
+            ]
+            original = srv.handle
+
+            async def fetch(api_key: int, version: int, correlation_id: int, body: dict) -> dict:
+                if api_key == ApiKey.FETCH:
+                    requests.append(body)
+                    return replies.pop(0)
+                return await original(api_key, version, correlation_id, body)
+
+            srv.handler = fetch
+
+            def sent(i: int) -> dict[tuple[str, int], int]:
+                return {
+                    (t["topic"], p["partition"]): p["fetch_offset"]
+                    for t in requests[i]["topics"]
+                    for p in t["partitions"]
+                }
+
+            def session(i: int) -> tuple[int, int]:
+                return requests[i]["session_id"], requests[i]["session_epoch"]
+
+            async with Consumer(f"127.0.0.1:{srv.port}", fetch_max_wait_ms=10) as consumer:
+                tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+                consumer.assign([tp0, tp1])
+                consumer.seek(tp0, 5)
+                consumer.seek(tp1, 9)
+                await consumer.poll(0)
+                assert session(0) == (0, 0)  # a full request opens a session
+                assert sent(0) == {("t", 0): 5, ("t", 1): 9}
+                await consumer.poll(0)
+                assert session(1) == (77, 1)
+                assert sent(1) == {}  # nothing changed
+                consumer.seek(tp0, 3)
+                await consumer.poll(0)
+                assert session(2) == (77, 2)
+                assert sent(2) == {("t", 0): 3}
+                consumer.assign([tp1])
+                await consumer.poll(0)
+                assert session(3) == (77, 3)
+                assert sent(3) == {}
+                assert requests[3]["forgotten_topics_data"] == [
+                    {"topic": "t", "topic_id": ZERO_UUID, "partitions": [0]}
+                ]
+                await consumer.poll(0)  # the broker lost the session
+                await consumer.poll(0)
+                assert session(5) == (0, 0)
+                assert sent(5) == {("t", 1): 9}
 
     run(main())
