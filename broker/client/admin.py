@@ -579,6 +579,9 @@ class AdminClient:
 
             resp = await self.cluster.retry(attempt, what="configs")
             out.update(resp)
+        for value in out.values():
+            if isinstance(value, KafkaError):
+                raise value  # a resource's own error: final, not retried
         return out
 
     async def describe_configs(
@@ -606,13 +609,15 @@ class AdminClient:
                 "include_documentation": include_documentation,
             }
             resp = await conn.request(ApiKey.DESCRIBE_CONFIGS, body, version)
-            found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+            found: dict[ConfigResource, dict[str, ConfigEntry] | KafkaError] = {}
             for r in resp["results"]:
                 res = ConfigResource(_enum(ResourceType, r["resource_type"]), r["resource_name"])
                 error = _resource_error(r, res)
-                if error is not None:
-                    raise error
-                found[res] = {c["name"]: _config_entry(c, version) for c in r["configs"]}
+                found[res] = (
+                    error
+                    if error is not None
+                    else {c["name"]: _config_entry(c, version) for c in r["configs"]}
+                )
             return found
 
         return await self._per_resource(resources, send)
@@ -677,13 +682,10 @@ class AdminClient:
 
     @staticmethod
     def _check_alter(resp: dict, group: list[ConfigResource]) -> dict:
-        done: dict[ConfigResource, None] = {}
+        done: dict[ConfigResource, KafkaError | None] = {}
         for r in resp["responses"]:
             res = ConfigResource(_enum(ResourceType, r["resource_type"]), r["resource_name"])
-            error = _resource_error(r, res)
-            if error is not None:
-                raise error
-            done[res] = None
+            done[res] = _resource_error(r, res)
         for res in group:
             if res not in done:
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{res}: no result")

@@ -120,6 +120,7 @@ class _Batch:
     retry_at: float = 0.0
     attempts: int = 0
     payload: bytes | None = None
+    released: bool = False  # its bytes no longer count against buffer_memory
 
 
 class Producer:
@@ -136,6 +137,7 @@ class Producer:
         linger_ms: float = 5.0,
         batch_size: int = 16384,
         max_request_size: int = 1048576,
+        buffer_memory: int = 33554432,
         request_timeout: float = 30.0,
         delivery_timeout: float = 120.0,
         max_block: float = 60.0,
@@ -160,6 +162,7 @@ class Producer:
         self.linger = linger_ms / 1000.0
         self.batch_size = batch_size
         self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
         self.request_timeout = request_timeout
         self.delivery_timeout = delivery_timeout
         self.max_block = max_block
@@ -171,6 +174,8 @@ class Producer:
         self._sending: list[_Batch] = []
         self._sticky: dict[str, int] = {}
         self._wake = asyncio.Event()
+        self._buffered = 0  # bytes of records not yet acknowledged or failed
+        self._space = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -250,6 +255,10 @@ class Producer:
                 f"partition {partition} of topic {topic!r} does not exist "
                 f"({len(partitions)} partitions)",
             )
+        while self._buffered and self._buffered + size > self.buffer_memory:
+            self._space.clear()  # wait for acknowledgements to free room
+            self._wake.set()
+            await self._space.wait()
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         tp = TopicPartition(topic, partition)
         batch = self._open_batch(tp, size)
@@ -257,6 +266,7 @@ class Producer:
         batch.records.append(Record(len(batch.records), ts, key_b, value_b, header_list))
         batch.futures.append(future)
         batch.size += size
+        self._buffered += size
         if batch.size >= self.batch_size:
             batch.closed = True
         self._wake.set()
@@ -454,11 +464,19 @@ class Producer:
             offset = base_offset + i if base_offset >= 0 else -1
             ts = append_time if append_time >= 0 else record.timestamp
             future.set_result(RecordMetadata(batch.tp.topic, batch.tp.partition, offset, ts, start))
+        self._release(batch)
 
     def _fail(self, batch: _Batch, error: KafkaError) -> None:
         for future in batch.futures:
             if not future.done():
                 future.set_exception(error)
+        self._release(batch)
+
+    def _release(self, batch: _Batch) -> None:
+        if not batch.released:
+            batch.released = True
+            self._buffered -= batch.size - _BATCH_OVERHEAD
+            self._space.set()
 
     def _retry_or_fail(self, batch: _Batch, error: KafkaError, *, requeue: bool) -> None:
         """Retry a retriable error (after a backoff, ahead of newer batches) or fail the batch."""

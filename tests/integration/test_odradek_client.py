@@ -497,3 +497,21 @@ def test_interoperates_with_confluent_kafka(bootstrap: str, topic_name: str) -> 
     assert [(r.offset, r.key, r.value, r.headers) for r in got] == [
         (50 + i, b"c", f"theirs-{i}".encode(), [("x", b"y")]) for i in range(50)
     ]
+
+
+def test_producer_waits_for_buffer_space(bootstrap: str, topic_name: str) -> None:
+    async def main() -> None:
+        async with AdminClient(bootstrap) as admin:
+            await create(admin, topic_name, 2)
+        async with Producer(bootstrap, buffer_memory=20_000, batch_size=4096) as producer:
+            futures = [await producer.send(topic_name, bytes(200)) for _ in range(1000)]
+            assert producer._buffered <= 20_000 + 300
+            metas = [await f for f in futures]
+        assert sorted(m.offset for m in metas if m.partition == 0) == list(
+            range(sum(1 for m in metas if m.partition == 0))
+        )
+        async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+            await consumer.assign_topic(topic_name)
+            assert len(await consume_all(consumer, 1000)) == 1000
+
+    run(main)
