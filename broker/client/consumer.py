@@ -249,9 +249,16 @@ class Consumer:
             return
         found = await self._list_offsets(specs)
         for tp, listed in found.items():
-            if self._pending_reset.get(tp, specs[tp]) == specs[tp]:
-                self._pending_reset.pop(tp, None)
-                self._positions[tp] = listed.offset
+            # A seek() while ListOffsets was in flight wins over this answer.
+            if tp not in self._assignment:
+                continue
+            if tp in self._pending_reset:
+                if self._pending_reset[tp] != specs[tp]:
+                    continue
+                del self._pending_reset[tp]
+            elif tp in self._positions:
+                continue
+            self._positions[tp] = listed.offset
 
     # -- fetching -------------------------------------------------------------------------
 

@@ -515,3 +515,27 @@ def test_producer_waits_for_buffer_space(bootstrap: str, topic_name: str) -> Non
             assert len(await consume_all(consumer, 1000)) == 1000
 
     run(main)
+
+
+def test_clients_survive_a_broker_restart(broker_factory, topic_name: str) -> None:
+    broker = broker_factory()
+
+    async def main() -> None:
+        async with (
+            AdminClient(broker.bootstrap) as admin,
+            Producer(broker.bootstrap, linger_ms=0) as producer,
+            Consumer(broker.bootstrap, auto_offset_reset="earliest") as consumer,
+        ):
+            await create(admin, topic_name, 1)
+            assert (await producer.send_and_wait(topic_name, b"before")).offset == 0
+            consumer.assign([(topic_name, 0)])
+            assert [r.value for r in await consume_all(consumer, 1)] == [b"before"]
+
+            await asyncio.get_running_loop().run_in_executor(None, broker.restart)
+
+            # Every client reconnects on its own and carries on where it was.
+            assert (await producer.send_and_wait(topic_name, b"after")).offset == 1
+            assert [r.value for r in await consume_all(consumer, 1)] == [b"after"]
+            assert topic_name in await admin.list_topics()
+
+    run(main)
