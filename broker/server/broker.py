@@ -1,0 +1,231 @@
+"""The broker: wires storage, the metadata store, the controller and the network together.
+
+It is also the local `BrokerControl`: the controller (on this broker or, in a cluster, on
+another) tells it which partitions to lead or follow, which to stop, and what the cluster
+looks like.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..cluster import zk_data as zk
+from ..cluster.config_changes import ConfigChangeListener
+from ..cluster.control import (
+    BrokerControl,
+    LeaderAndIsrRequest,
+    PartitionErrors,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from ..cluster.controller import Controller
+from ..cluster.embedded_store import EmbeddedStore
+from ..cluster.kafka_zk import KafkaZk
+from ..cluster.metadata_cache import MetadataCache
+from ..cluster.metadata_store import MetadataStore, run_blocking
+from ..cluster.topic_admin import TopicAdmin
+from ..config import BrokerConfig, Endpoint
+from ..protocol.errors import ErrorCode
+from ..replication.replica_manager import ReplicaManager
+from ..storage.log_config import LogConfig
+from ..storage.checkpoint import META_PROPERTIES, read_properties
+from ..storage.log_manager import LogManager
+from .dispatcher import Dispatcher
+from .fetch_session import FetchSessionCache
+from .network import Listener, SocketServer
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 1.0
+
+
+class Broker(BrokerControl):
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.cluster_id = ""
+        self.store: MetadataStore | None = None
+        self.zk: KafkaZk | None = None
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="metadata-store")
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.fetch_sessions = FetchSessionCache()
+        self.log_manager = LogManager(
+            config.log_dirs,
+            self._log_config({}),
+            retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
+            recovery_point_checkpoint_interval_ms=config.get(
+                "log.flush.offset.checkpoint.interval.ms"
+            ),
+            log_start_offset_checkpoint_interval_ms=config.get(
+                "log.flush.start.offset.checkpoint.interval.ms"
+            ),
+        )
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.topic_config)
+        self.server = SocketServer(
+            [Listener(e.listener, e.host, e.port) for e in config.listeners],
+            Dispatcher(self).handle_frame,
+            config.get("socket.request.max.bytes"),
+        )
+        self.controller: Controller | None = None
+        self.topic_admin: TopicAdmin | None = None
+        self.config_changes: ConfigChangeListener | None = None
+        self.broker_epoch = -1
+        self._tick_task: asyncio.Task[None] | None = None
+
+    # --- topic configuration ----------------------------------------------------------------
+
+    def _log_config(self, overrides: dict[str, str]) -> LogConfig:
+        return LogConfig.from_props(self.config.topic_config_strings(overrides))
+
+    def topic_config(self, topic: str) -> LogConfig:
+        overrides = self._topic_overrides.get(topic)
+        if overrides is None:
+            assert self.zk is not None
+            overrides = self.zk.get_entity_config("topics", topic)
+            self._topic_overrides[topic] = overrides
+        return self._log_config(overrides)
+
+    async def _on_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        self._topic_overrides[topic] = dict(overrides)
+        self.log_manager.update_topic_config(topic, self._log_config(overrides))
+        self.replica_manager.update_topic_config(topic)
+
+    async def _on_broker_config(self, changed: Any) -> None:
+        self.log_manager.default_config = self._log_config({})
+        for topic in list(self._topic_overrides):
+            await self._on_topic_config(topic, self._topic_overrides[topic])
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        config = self.config
+        if config.zookeeper_connect:
+            raise NotImplementedError("the ZooKeeper metadata store comes with the cluster issue")
+        self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
+        self.zk = KafkaZk(self.store)
+        await self._io(self.zk.create_top_level_paths)
+        self.cluster_id = await self._io(self.zk.get_or_create_cluster_id)
+        self.metadata_cache.cluster_id = self.cluster_id
+        if self.broker_id < 0:
+            # Like Kafka: a generated id is kept in meta.properties and reused on restart.
+            self.broker_id = self._stored_broker_id()
+        if self.broker_id < 0:
+            self.broker_id = await self._io(
+                self.zk.generate_broker_id, config.get("reserved.broker.max.id")
+            )
+        if self.broker_id != config.broker_id:
+            self.metadata_cache.broker_id = self.broker_id
+            self.replica_manager.broker_id = self.broker_id
+        topics = await self._io(self.zk.get_all_topics)
+        overrides = {}
+        for topic in topics:
+            overrides[topic] = await self._io(self.zk.get_entity_config, "topics", topic)
+        self._topic_overrides.update(overrides)
+        self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
+        self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
+        await self.server.start()
+        self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
+        self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
+        self.config_changes = ConfigChangeListener(
+            self.zk,
+            config,
+            on_topic_config=self._on_topic_config,
+            on_broker_config=self._on_broker_config,
+            executor=self.executor,
+        )
+        await self.config_changes.start()
+        self.controller = Controller(self.broker_id, self.zk, config, self._channel_for)
+        await self.controller.startup()
+        self._tick_task = asyncio.create_task(self._tick_loop())
+        log.info(
+            "broker %d started (cluster %s) listening on %s",
+            self.broker_id,
+            self.cluster_id,
+            ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.server.bound.items()),
+        )
+
+    def _stored_broker_id(self) -> int:
+        for log_dir in self.log_manager.log_dirs:
+            props = read_properties(log_dir / META_PROPERTIES)
+            if props and props.get("broker.id", "").lstrip("-").isdigit():
+                return int(props["broker.id"])
+        return -1
+
+    async def _io(self, fn: Any, *args: Any) -> Any:
+        return await run_blocking(self.executor, fn, *args)
+
+    def _channel_for(self, registration: zk.BrokerRegistration) -> BrokerControl:
+        if registration.id == self.broker_id:
+            return self
+        raise NotImplementedError("remote brokers come with the cluster issue")
+
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """Advertised listeners, with port 0 replaced by the port actually bound."""
+        out = []
+        for ep in self.config.advertised_listeners:
+            host, port = ep.host, ep.port
+            if port == 0 and ep.listener in self.server.bound:
+                port = self.server.bound[ep.listener][1]
+            if not host:
+                host = self.server.bound.get(ep.listener, ("", 0))[0] or "localhost"
+            out.append(Endpoint(ep.listener, host, port, ep.security_protocol))
+        return out
+
+    def _registration(self) -> zk.BrokerRegistration:
+        return zk.BrokerRegistration(
+            id=self.broker_id,
+            endpoints=tuple(self.advertised_endpoints()),
+            rack=self.config.rack,
+            timestamp=int(time.time() * 1000),
+        )
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self.log_manager.tick()
+            except Exception:
+                log.exception("periodic log maintenance failed")
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick_task
+        await self.server.stop()
+        if self.controller is not None:
+            await self.controller.shutdown()
+        if self.config_changes is not None:
+            await self.config_changes.stop()
+        self.log_manager.shutdown()
+        if self.store is not None:
+            await self._io(self.store.close)
+        self.executor.shutdown(wait=True)
+        log.info("broker %d stopped", self.broker_id)
+
+    # --- BrokerControl (what the controller tells this broker) -----------------------------
+
+    async def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
+        for p in request.partitions:
+            if p.topic not in self._topic_overrides:
+                self._topic_overrides[p.topic] = await self._io(
+                    self.zk.get_entity_config, "topics", p.topic
+                )
+        return self.replica_manager.leader_and_isr(request)
+
+    async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
+        errors = self.replica_manager.stop_replica(request)
+        for p in request.partitions:
+            if p.delete:
+                self._topic_overrides.pop(p.topic, None)
+        return errors
+
+    async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
+        self.metadata_cache.update(request)
+        return ErrorCode.NONE

@@ -1,0 +1,60 @@
+"""From a request frame to response chunks: header, version checks, decoding, the handler.
+
+Kafka's rules (reference §7.3): an unknown API key or an unsupported version closes the
+connection without an answer, except ApiVersions, which accepts any version and answers a
+too-new one with a v0 UNSUPPORTED_VERSION response listing only itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import codec
+from ..protocol.api_keys import ApiKey
+from ..protocol.errors import ErrorCode
+from .handlers import HANDLERS, RequestContext
+from .network import CloseConnection, Connection
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def handle_frame(self, conn: Connection, frame: memoryview) -> list[Any] | None:
+        try:
+            header, offset = codec.read_request_header(frame)
+        except codec.ProtocolError as e:
+            raise CloseConnection(f"malformed request header: {e}") from e
+        spec = HANDLERS.get(header.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown or unsupported API key {header.api_key}")
+        version = header.api_version
+        if version not in spec.versions:
+            if header.api_key == ApiKey.API_VERSIONS and version > spec.versions.hi:
+                body = {
+                    "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                    "api_keys": [
+                        {"api_key": ApiKey.API_VERSIONS, "min_version": 0,
+                         "max_version": spec.versions.hi}
+                    ],
+                }
+                return codec.encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            raise CloseConnection(
+                f"unsupported version {version} of API {header.api_key} "
+                f"(supported {spec.versions.lo}-{spec.versions.hi})"
+            )
+        try:
+            request = codec.decode_request(header.api_key, version, frame, offset)
+        except codec.ProtocolError as e:
+            raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{version}: {e}") from e
+        ctx = RequestContext(self.broker, conn, header)
+        response = await spec.fn(ctx, request)
+        if response is None:
+            return None
+        return codec.encode_response(header.api_key, version, header.correlation_id, response)

@@ -1,0 +1,220 @@
+"""Fetch (key 1): read log bytes for consumers, with sessions, long polls and byte limits.
+
+The log bytes go out as file regions (sendfile on plaintext) unless an old client needs them
+down-converted to message sets (Fetch v0-3).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...records.batch import RecordsError
+from ...records.legacy import downconvert
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
+from .registry import RequestContext, handles
+
+INT32_MAX = 0x7FFFFFFF
+READ_COMMITTED = 1
+
+
+@dataclass
+class _Wanted:
+    topic: str
+    topic_id: Any
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    error: ErrorCode = ErrorCode.NONE
+
+
+def _error_body(code: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": 0, "responses": []}
+
+
+@handles(ApiKey.FETCH, "0-17")
+async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    broker = ctx.broker
+    cache = broker.metadata_cache
+
+    def wanted_from(topic: dict[str, Any], part: dict[str, Any]) -> _Wanted:
+        if v >= 13:
+            name = cache.topic_name(topic["topic_id"])
+            w = _Wanted(name or "", topic["topic_id"], part["partition"], part["fetch_offset"],
+                        part["partition_max_bytes"])
+            if name is None:
+                w.error = ErrorCode.UNKNOWN_TOPIC_ID
+            return w
+        name = topic["topic"]
+        return _Wanted(name, cache.topic_id(name), part["partition"], part["fetch_offset"],
+                       part["partition_max_bytes"])
+
+    requested = [wanted_from(t, p) for t in req["topics"] for p in t["partitions"]]
+
+    session: FetchSession | None = None
+    incremental = False
+    session_id = req.get("session_id", 0)
+    epoch = req.get("session_epoch", FINAL_EPOCH)
+    sessions = broker.fetch_sessions
+    if v >= 7:
+        if epoch == FINAL_EPOCH:
+            if session_id:
+                sessions.remove(session_id)
+        elif session_id == 0:
+            if epoch != INITIAL_EPOCH:
+                return _error_body(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            session = sessions.new_session()
+        else:
+            try:
+                session = sessions.lookup(session_id, epoch)
+            except KafkaError as e:
+                return _error_body(e.code)
+            incremental = True
+
+    if session is not None:
+        if incremental:
+            for t in req.get("forgotten_topics_data", []):
+                name = cache.topic_name(t["topic_id"]) if v >= 13 else t["topic"]
+                for index in t["partitions"]:
+                    session.partitions.pop((name, index), None)
+        else:
+            session.partitions.clear()
+        for w in requested:
+            if not w.error:
+                session.partitions[(w.topic, w.index)] = SessionPartition(w.fetch_offset, w.max_bytes)
+        if incremental:
+            errored = [w for w in requested if w.error]
+            requested = errored + [
+                _Wanted(t, cache.topic_id(t), i, sp.fetch_offset, sp.max_bytes)
+                for (t, i), sp in session.partitions.items()
+            ]
+        session.epoch += 1
+
+    max_bytes = req.get("max_bytes", INT32_MAX) if v >= 3 else INT32_MAX
+    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
+    min_bytes = req["min_bytes"]
+    deadline = time.monotonic() + max(req["max_wait_ms"], 0) / 1000
+
+    # Long poll: re-read after each wake-up until min_bytes are there or max_wait_ms is over.
+    while True:
+        results, total, any_error, partitions = _read_all(ctx, requested, max_bytes, read_committed)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or any_error or remaining <= 0 or not requested:
+            break
+        await broker.replica_manager.wait_for_data(partitions, remaining)
+
+    if session is not None and incremental:
+        results = [r for r in results if _session_changed(session, r)]
+    elif session is not None:
+        for r in results:
+            _session_changed(session, r)
+
+    by_topic: dict[str, dict[str, Any]] = {}
+    for w, part in results:
+        topic = by_topic.get(w.topic + str(w.topic_id))
+        if topic is None:
+            topic = {"topic": w.topic, "topic_id": w.topic_id, "partitions": []}
+            by_topic[w.topic + str(w.topic_id)] = topic
+        topic["partitions"].append(part)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": session.id if session is not None else 0,
+        "responses": list(by_topic.values()),
+    }
+
+
+def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any]]) -> bool:
+    w, part = result
+    sp = session.partitions.get((w.topic, w.index))
+    if sp is None:
+        return True
+    changed = (
+        part["error_code"] != ErrorCode.NONE
+        or part["records"] is not None and _size(part["records"]) > 0
+        or sp.high_watermark != part["high_watermark"]
+        or sp.log_start_offset != part["log_start_offset"]
+        or sp.last_stable_offset != part["last_stable_offset"]
+    )
+    sp.high_watermark = part["high_watermark"]
+    sp.log_start_offset = part["log_start_offset"]
+    sp.last_stable_offset = part["last_stable_offset"]
+    return changed
+
+
+def _size(records: Any) -> int:
+    return records.size if hasattr(records, "fileno") else len(records)
+
+
+def _read_all(
+    ctx: RequestContext, requested: list[_Wanted], max_bytes: int, read_committed: bool
+) -> tuple[list[tuple[_Wanted, dict[str, Any]]], int, bool, list[Any]]:
+    v = ctx.version
+    rm = ctx.broker.replica_manager
+    cache = ctx.broker.metadata_cache
+    # Fetch v0-2 has a hard byte limit; later versions always return the first batch whole.
+    min_one = v >= 3
+    remaining = max_bytes
+    total = 0
+    any_error = False
+    results = []
+    partitions = []
+    for w in requested:
+        part: dict[str, Any] = {
+            "partition_index": w.index,
+            "error_code": w.error,
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": [] if read_committed else None,
+            "records": b"",
+        }
+        results.append((w, part))
+        if w.error:
+            any_error = True
+            continue
+        try:
+            partition = rm.leader_partition(w.topic, w.index, cache.contains(w.topic))
+        except KafkaError as e:
+            part["error_code"] = e.code
+            any_error = True
+            continue
+        partitions.append(partition)
+        log = partition.log
+        hw = partition.high_watermark
+        part["high_watermark"] = hw
+        part["last_stable_offset"] = hw
+        part["log_start_offset"] = log.log_start_offset
+        limit = min(w.max_bytes, remaining)
+        if limit <= 0 and not min_one:
+            continue
+        try:
+            region = log.read(w.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=min_one)
+        except KafkaError as e:
+            part["error_code"] = e.code
+            any_error = True
+            continue
+        if region is None or region.size == 0:
+            continue
+        if v <= 3:
+            try:
+                data = downconvert(region.read(), 0 if v <= 1 else 1, first_offset=w.fetch_offset)
+            except RecordsError as e:
+                part["error_code"] = e.error_code
+                any_error = True
+                continue
+            if not min_one and len(data) > limit:
+                continue
+            part["records"] = data
+            size = len(data)
+        else:
+            part["records"] = region
+            size = region.size
+        total += size
+        remaining -= size
+        min_one = False
+    return results, total, any_error, partitions

@@ -1,0 +1,59 @@
+"""Produce (key 0): validate each partition's batches and append them to the leader's log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ..network import CloseConnection
+from .registry import RequestContext, handles
+
+
+@handles(ApiKey.PRODUCE, "0-11")
+async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
+    broker = ctx.broker
+    acks = req["acks"]
+    responses = []
+    for topic in req["topic_data"]:
+        name = topic["name"]
+        exists = broker.metadata_cache.contains(name)
+        results = []
+        for part in topic["partition_data"]:
+            index = part["index"]
+            if acks not in (-1, 0, 1):
+                results.append({"index": index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
+                                "base_offset": -1})
+                continue
+            if req.get("transactional_id") is not None:
+                results.append({"index": index, "base_offset": -1,
+                                "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+                continue
+            try:
+                partition = broker.replica_manager.leader_partition(name, index, exists)
+            except KafkaError as e:
+                results.append({"index": index, "error_code": e.code, "base_offset": -1})
+                continue
+            outcome = broker.replica_manager.append(partition, part["records"], ctx.version, acks)
+            results.append(
+                {
+                    "index": index,
+                    "error_code": outcome.error,
+                    "base_offset": outcome.base_offset,
+                    "log_append_time_ms": outcome.log_append_time,
+                    "log_start_offset": outcome.log_start_offset,
+                    "error_message": outcome.message,
+                }
+            )
+        responses.append({"name": name, "partition_responses": results})
+    if acks == 0:
+        # No response can carry the error: like Kafka, close so the client refreshes metadata.
+        for topic in responses:
+            for part in topic["partition_responses"]:
+                if part["error_code"]:
+                    raise CloseConnection(
+                        f"acks=0 produce to {topic['name']}-{part['index']} failed: "
+                        f"{ErrorCode(part['error_code']).name}"
+                    )
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

@@ -1,0 +1,55 @@
+"""The handler table: which API versions this broker really serves, and by which function."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.codec import RequestHeader
+from ...protocol.messages import REGISTRY
+from ...protocol.schema import Versions
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..network import Connection
+
+
+@dataclass
+class RequestContext:
+    broker: Broker
+    conn: Connection
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    versions: Versions
+    fn: Handler
+
+
+HANDLERS: dict[int, HandlerSpec] = {}
+
+
+def handles(api_key: int, versions: str) -> Callable[[Handler], Handler]:
+    """Register `fn` for `versions` of `api_key`; the schema must cover all of them."""
+
+    def register(fn: Handler) -> Handler:
+        v = Versions.parse(versions)
+        schema = REGISTRY[api_key].versions
+        if v.lo < schema.lo or v.hi > schema.hi:
+            raise ValueError(f"API {api_key}: handler versions {versions} exceed the schema's")
+        if api_key in HANDLERS:
+            raise ValueError(f"API {api_key} has two handlers")
+        HANDLERS[api_key] = HandlerSpec(api_key, v, fn)
+        return fn
+
+    return register

@@ -1,0 +1,58 @@
+"""The broker process: configuration, event loop, signals, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from ..config import ConfigError, load_config
+from .broker import Broker
+
+log = logging.getLogger("odradek")
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def _serve(broker: Broker) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await broker.stop()
+
+
+def run_broker(config_path: str | None, overrides: list[str]) -> int:
+    """Run one broker until SIGTERM/SIGINT; returns the process exit status."""
+    _configure_logging()
+    try:
+        config = load_config(config_path, overrides)
+    except ConfigError as e:
+        log.error("invalid configuration: %s", e)
+        return 2
+    except OSError as e:
+        log.error("cannot read configuration %s: %s", config_path, e)
+        return 2
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(_serve(Broker(config)))
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,276 @@
+"""The socket layer: listeners, size-prefixed frames, ordered responses, sendfile.
+
+Each connection handles one request at a time, like Kafka's muted channels: the next frame is
+read only after the previous response is queued, so responses leave in request order and a
+connection never holds more than one request (bounded by socket.request.max.bytes) in memory.
+Pipelining clients still work: their further requests wait in the kernel's socket buffer.
+
+Plain sockets (not asyncio transports) are used so that fetch responses can hand log bytes to
+the kernel with os.sendfile; uvloop has no sendfile and transports own their file descriptors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+_RECV_CHUNK = 256 * 1024
+# Small pieces are joined into one send; larger ones are sent as they are.
+_COALESCE_LIMIT = 64 * 1024
+
+
+class FileRegion(Protocol):
+    """A run of bytes in an open file (storage's FileSlice): sent with os.sendfile."""
+
+    size: int
+    position: int
+
+    def fileno(self) -> int: ...
+
+
+class ConnectionClosed(Exception):
+    """The peer went away or the connection was closed on purpose."""
+
+
+class CloseConnection(ValueError):
+    """A request that gets no answer: the connection is closed and the reason logged."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse_list(cls, spec: str) -> list[Listener]:
+        """Parse Kafka's `NAME://host:port,...` list (an empty host means every interface)."""
+        listeners = []
+        for item in (s.strip() for s in spec.split(",")):
+            if not item:
+                continue
+            parts = urlsplit(item)
+            if not parts.scheme or parts.port is None:
+                raise ValueError(f"listener {item!r} is not NAME://host:port")
+            listeners.append(cls(parts.scheme.upper(), parts.hostname or "", parts.port))
+        return listeners
+
+
+class Connection:
+    """One client connection: frame reading, response writing, and its identity for handlers."""
+
+    def __init__(
+        self, sock: socket.socket, listener: Listener, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.sock = sock
+        self.listener = listener
+        self.loop = loop
+        peer = sock.getpeername()
+        self.peer_host: str = peer[0]
+        self.peer_port: int = peer[1]
+        self.id = f"{sock.getsockname()[0]}:{sock.getsockname()[1]}-{self.peer_host}:{self.peer_port}"
+        self.principal = "User:ANONYMOUS"
+        self.closed = False
+        self._buf = bytearray()
+        self._chunk = bytearray(_RECV_CHUNK)
+        self._chunk_view = memoryview(self._chunk)
+
+    async def _recv_some(self) -> None:
+        n = await self.loop.sock_recv_into(self.sock, self._chunk_view)
+        if n == 0:
+            raise ConnectionClosed("peer closed the connection")
+        self._buf += self._chunk_view[:n]
+
+    async def read_frame(self, max_size: int) -> memoryview:
+        """Read one size-prefixed frame; oversize or negative sizes raise ValueError."""
+        while len(self._buf) < 4:
+            await self._recv_some()
+        size = int.from_bytes(self._buf[:4], "big", signed=True)
+        if size < 0 or size > max_size:
+            raise ValueError(f"request size {size} is outside 0..{max_size} (socket.request.max.bytes)")
+        have = len(self._buf) - 4
+        if have >= size:
+            frame = bytes(self._buf[4 : 4 + size])
+            del self._buf[: 4 + size]
+            return memoryview(frame)
+        # A large frame: receive the rest straight into its own buffer, no re-copying.
+        frame_buf = bytearray(size)
+        frame_buf[:have] = self._buf[4:]
+        self._buf.clear()
+        view = memoryview(frame_buf)
+        while have < size:
+            n = await self.loop.sock_recv_into(self.sock, view[have:])
+            if n == 0:
+                raise ConnectionClosed("peer closed the connection mid-request")
+            have += n
+        return view
+
+    async def send(self, chunks: Sequence[Any]) -> None:
+        """Send a response: a 4-byte size, then bytes-like chunks and file regions in order."""
+        total = 0
+        for c in chunks:
+            total += c.size if hasattr(c, "fileno") else len(c)
+        pending: list[bytes | bytearray | memoryview] = [total.to_bytes(4, "big")]
+        pending_len = 4
+        for c in chunks:
+            if hasattr(c, "fileno"):
+                if pending:
+                    await self.loop.sock_sendall(self.sock, b"".join(pending))
+                    pending, pending_len = [], 0
+                await self._sendfile(c)
+            elif len(c) > _COALESCE_LIMIT:
+                if pending:
+                    await self.loop.sock_sendall(self.sock, b"".join(pending))
+                    pending, pending_len = [], 0
+                await self.loop.sock_sendall(self.sock, c)
+            else:
+                pending.append(c)
+                pending_len += len(c)
+        if pending:
+            await self.loop.sock_sendall(self.sock, b"".join(pending) if len(pending) > 1 else pending[0])
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        out_fd = self.sock.fileno()
+        in_fd = region.fileno()
+        offset = region.position
+        remaining = region.size
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, offset, remaining)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            except OSError as e:
+                if e.errno in (errno.EINVAL, errno.ENOSYS):
+                    await self._send_by_reading(in_fd, offset, remaining)
+                    return
+                raise
+            if sent == 0:
+                raise ConnectionClosed("log file ended before the region did")
+            offset += sent
+            remaining -= sent
+
+    async def _send_by_reading(self, fd: int, offset: int, remaining: int) -> None:
+        while remaining > 0:
+            data = os.pread(fd, min(remaining, 1 << 20), offset)
+            if not data:
+                raise ConnectionClosed("log file ended before the region did")
+            await self.loop.sock_sendall(self.sock, data)
+            offset += len(data)
+            remaining -= len(data)
+
+    async def _writable(self) -> None:
+        fut = self.loop.create_future()
+        fd = self.sock.fileno()
+        self.loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            self.loop.remove_writer(fd)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+
+# Returns the response chunks, or None when no response is due (Produce with acks=0).
+FrameHandler = Callable[[Connection, memoryview], Awaitable[list[Any] | None]]
+
+
+class SocketServer:
+    """Accepts connections on every listener and runs one serving task per connection."""
+
+    def __init__(
+        self, listeners: list[Listener], handle_frame: FrameHandler, max_request_bytes: int
+    ) -> None:
+        self.listeners = listeners
+        self.handle_frame = handle_frame
+        self.max_request_bytes = max_request_bytes
+        self.connections: set[Connection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._sockets: list[socket.socket] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in self.listeners:
+            family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((listener.host, listener.port))
+            sock.listen(512)
+            sock.setblocking(False)
+            self._sockets.append(sock)
+            self.bound[listener.name] = sock.getsockname()[:2]
+            self._spawn(self._accept_loop(sock, listener, loop))
+            log.info("listening on %s://%s:%d", listener.name, *self.bound[listener.name])
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept_loop(
+        self, server_sock: socket.socket, listener: Listener, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(server_sock)
+            except OSError as e:
+                if server_sock.fileno() < 0:
+                    return
+                log.warning("accept failed on %s: %s", listener.name, e)
+                await asyncio.sleep(0.1)
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                conn = Connection(sock, listener, loop)
+            except OSError:
+                sock.close()
+                continue
+            self.connections.add(conn)
+            self._spawn(self._serve(conn))
+
+    async def _serve(self, conn: Connection) -> None:
+        try:
+            while True:
+                frame = await conn.read_frame(self.max_request_bytes)
+                chunks = await self.handle_frame(conn, frame)
+                if chunks is not None:
+                    await conn.send(chunks)
+        except (ConnectionClosed, ConnectionError, BrokenPipeError):
+            pass
+        except ValueError as e:
+            log.warning("closing connection %s: %s", conn.id, e)
+        except asyncio.CancelledError:
+            raise
+        except OSError as e:
+            log.info("connection %s failed: %s", conn.id, e)
+        except Exception:
+            log.exception("closing connection %s after an unexpected error", conn.id)
+        finally:
+            conn.close()
+            self.connections.discard(conn)
+
+    async def stop(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
