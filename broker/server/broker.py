@@ -32,8 +32,8 @@ from ..cluster.topic_admin import TopicAdmin
 from ..config import BrokerConfig, Endpoint
 from ..protocol.errors import ErrorCode
 from ..replication.replica_manager import ReplicaManager
-from ..storage.log_config import LogConfig
 from ..storage.checkpoint import META_PROPERTIES, read_properties
+from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
