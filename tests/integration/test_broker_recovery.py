@@ -70,9 +70,7 @@ def produce(
     per_flush: int | None = None,
 ) -> list[int]:
     """Produce values in order (flushing every `per_flush`, so each round is its own batch)."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     offsets: dict[int, int] = {}
 
     def report(i: int):
