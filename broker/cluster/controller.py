@@ -37,13 +37,14 @@ from .control import (
     UpdateMetadataRequest,
 )
 from .kafka_zk import ControllerMovedError, KafkaZk
-from .metadata_store import WatchedEvent, run_blocking
+from .metadata_store import BadVersionError, WatchedEvent, run_blocking
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
 ChannelFactory = Callable[[zk.BrokerRegistration], BrokerControl]
+_Decision = tuple[int, tuple[int, ...], int]  # leader, ISR, leader recovery state
 
 
 @dataclass
@@ -534,23 +535,36 @@ class Controller:
                 batch.add_leader_and_isr(ctx.replicas((topic, p)), (topic, p), is_new=fresh)
 
     async def _offline_election(self, batch: _Batch, tp: TopicPartition) -> None:
-        ctx = self.ctx
-        state = ctx.states[tp]
-        replicas = ctx.replicas(tp)
-        live_isr = [r for r in replicas if r in ctx.live and r in state.isr]
-        recovery = zk.RECOVERED
-        if live_isr:
-            leader, isr = live_isr[0], tuple(r for r in state.isr if r in ctx.live)
-        else:
+        """Leader = first live ISR member in assignment order; else, when allowed, the first
+        live replica (unclean, RECOVERING); else no leader."""
+
+        async def decide(state: zk.PartitionState) -> _Decision | None:
+            ctx = self.ctx
+            replicas = ctx.replicas(tp)
+            live_isr = [r for r in replicas if r in ctx.live and r in state.isr]
+            if live_isr:
+                return live_isr[0], tuple(r for r in state.isr if r in ctx.live), zk.RECOVERED
             live = [r for r in replicas if r in ctx.live]
-            if not live or not await self._io(self._unclean_allowed, tp[0]):
-                isr = self._shrunk_isr(state.isr)
-                if state.leader != zk.NO_LEADER or isr != state.isr:
-                    await self._write_state(batch, tp, zk.NO_LEADER, isr)
-                return
-            leader, isr, recovery = live[0], (live[0],), zk.RECOVERING
-            log.warning("Unclean leader election for %s-%d: broker %d", tp[0], tp[1], leader)
-        await self._write_state(batch, tp, leader, isr, recovery)
+            if live and await self._io(self._unclean_allowed, tp[0]):
+                log.warning("Unclean leader election for %s-%d: broker %d", tp[0], tp[1], live[0])
+                return live[0], (live[0],), zk.RECOVERING
+            isr = self._shrunk_isr(state.isr)
+            if state.leader == zk.NO_LEADER and isr == state.isr:
+                return None
+            return zk.NO_LEADER, isr, state.leader_recovery_state
+
+        await self._change_state(batch, tp, decide)
+
+    async def _shrink_isr(self, batch: _Batch, tp: TopicPartition) -> None:
+        """Remove dead brokers from the ISR of a partition whose leader lives."""
+
+        async def decide(state: zk.PartitionState) -> _Decision | None:
+            if state.leader not in self.ctx.live:
+                return None
+            isr = self._shrunk_isr(state.isr)
+            return None if isr == state.isr else (state.leader, isr, state.leader_recovery_state)
+
+        await self._change_state(batch, tp, decide)
 
     def _shrunk_isr(self, isr: tuple[int, ...]) -> tuple[int, ...]:
         """ISR without dead brokers; the last member is never removed (it may be the only
@@ -558,28 +572,42 @@ class Controller:
         alive = tuple(r for r in isr if r in self.ctx.live)
         return alive or isr[-1:]
 
-    async def _write_state(
+    async def _change_state(
         self,
         batch: _Batch,
         tp: TopicPartition,
-        leader: int,
-        isr: tuple[int, ...],
-        recovery: int = zk.RECOVERED,
+        decide: Callable[[zk.PartitionState], Awaitable[_Decision | None]],
     ) -> None:
-        """Write a new leader/ISR with the next leader epoch, then tell the replicas."""
-        old = self.ctx.states[tp]
-        new = zk.PartitionState(
-            leader=leader,
-            leader_epoch=old.leader_epoch + 1,
-            isr=isr,
-            controller_epoch=self.epoch,
-            leader_recovery_state=recovery,
-            partition_epoch=old.partition_epoch,
-        )
-        self.ctx.states[tp] = await self._io(
-            self.zk.update_partition_state, tp[0], tp[1], new, self.epoch_zk_version
-        )
-        batch.add_leader_and_isr(self.ctx.replicas(tp), tp)
+        """Write the decided leader/ISR with the next leader epoch (conditional on the
+        partition epoch), then tell the replicas. On a concurrent write, re-read and decide
+        again."""
+        for _ in range(3):
+            old = self.ctx.states[tp]
+            decision = await decide(old)
+            if decision is None:
+                return
+            leader, isr, recovery = decision
+            new = zk.PartitionState(
+                leader=leader,
+                leader_epoch=old.leader_epoch + 1,
+                isr=isr,
+                controller_epoch=self.epoch,
+                leader_recovery_state=recovery,
+                partition_epoch=old.partition_epoch,
+            )
+            try:
+                self.ctx.states[tp] = await self._io(
+                    self.zk.update_partition_state, tp[0], tp[1], new, self.epoch_zk_version
+                )
+            except BadVersionError:
+                fresh = await self._io(self.zk.get_partition_state, tp[0], tp[1])
+                if fresh is None:
+                    return
+                self.ctx.states[tp] = fresh
+                continue
+            batch.add_leader_and_isr(self.ctx.replicas(tp), tp)
+            return
+        log.warning("Giving up updating the state of %s-%d: concurrent writes", tp[0], tp[1])
 
     # -- brokers
 
@@ -613,7 +641,7 @@ class Controller:
             if state.leader in dead:
                 await self._offline_election(batch, tp)
             elif dead & set(state.isr):
-                await self._write_state(batch, tp, state.leader, self._shrunk_isr(state.isr))
+                await self._shrink_isr(batch, tp)
         batch.add_update_metadata(ctx.live)
         batch.send()
 
