@@ -242,6 +242,7 @@ class TopicAdmin:
         configs: Mapping[str, str | None],
         validate_only: bool,
     ) -> CreatedTopic:
+        validate_topic_name(name)
         if self.zk.topic_exists(name):
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         nulls = [k for k, v in configs.items() if v is None]
@@ -317,7 +318,11 @@ class TopicAdmin:
     def _delete_topic(self, name: str) -> None:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if not self.zk.topic_exists(name):
+        if (
+            not _LEGAL_TOPIC.fullmatch(name)
+            or name in (".", "..")
+            or not self.zk.topic_exists(name)
+        ):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.zk.mark_topic_for_deletion(name):
             log.info("Topic %s marked for deletion", name)
