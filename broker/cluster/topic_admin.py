@@ -38,6 +38,9 @@ from .metadata_store import NodeExistsError, run_blocking
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
+# KRaft's metadata log: Kafka refuses to create a regular topic with this name (as an
+# authorization failure, which is what its CreateTopics handler answers).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -99,6 +102,15 @@ def validate_topic_name(name: str) -> None:
             f'Topic name "{name}" is illegal, it contains a character other than ASCII '
             "alphanumerics, '.', '_' and '-'",
         )
+
+
+def _could_exist(name: str) -> bool:
+    """Whether `name` is a legal topic name (and so a usable znode name) at all."""
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
 
 
 def has_collision_chars(name: str) -> bool:
@@ -242,7 +254,9 @@ class TopicAdmin:
         configs: Mapping[str, str | None],
         validate_only: bool,
     ) -> CreatedTopic:
-        validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        validate_topic_name(name)  # before any lookup: an illegal name is no valid znode name
         if self.zk.topic_exists(name):
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         nulls = [k for k, v in configs.items() if v is None]
@@ -318,11 +332,7 @@ class TopicAdmin:
     def _delete_topic(self, name: str) -> None:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if (
-            not _LEGAL_TOPIC.fullmatch(name)
-            or name in (".", "..")
-            or not self.zk.topic_exists(name)
-        ):
+        if not _could_exist(name) or not self.zk.topic_exists(name):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.zk.mark_topic_for_deletion(name):
             log.info("Topic %s marked for deletion", name)
@@ -344,6 +354,10 @@ class TopicAdmin:
         assignments: Sequence[Sequence[int]] | None,
         validate_only: bool,
     ) -> dict[int, tuple[int, ...]]:
+        if not _could_exist(name):
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         if self.zk.is_topic_marked_for_deletion(name):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         found = self.zk.get_topic_assignment(name)
@@ -460,6 +474,10 @@ class TopicAdmin:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
                 )
+            if not _could_exist(name):
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+                )
             current = self.zk.get_entity_config(zk.TOPICS, name)
         elif rtype is ResourceType.BROKER:
             current = self.zk.get_entity_config(zk.BROKERS_ENTITY, self._broker_entity(name))
@@ -511,7 +529,7 @@ class TopicAdmin:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
                 )
-            if not self.zk.topic_exists(name):
+            if not _could_exist(name) or not self.zk.topic_exists(name):
                 raise KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
                 )

@@ -195,8 +195,29 @@ def test_create_existing_colliding_and_deleting_topics(cluster):
         E.TOPIC_ALREADY_EXISTS,
         "Topic 'gone' is marked for deletion.",
     )
-    err = cluster.error(cluster.admin.create_topic("bad topic"))
-    assert err.code == E.INVALID_TOPIC_EXCEPTION
+    for bad in ("bad topic", "a/b", "", ".."):
+        err = cluster.error(cluster.admin.create_topic(bad))
+        assert err.code == E.INVALID_TOPIC_EXCEPTION
+    # Internal topics: coordinators create __consumer_offsets like any topic; KRaft's metadata
+    # log name is refused as Kafka refuses it.
+    assert cluster.run(cluster.admin.create_topic("__consumer_offsets", 2, 1)).num_partitions == 2
+    err = cluster.error(cluster.admin.create_topic("__cluster_metadata"))
+    assert err.code == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_illegal_names_are_unknown_topics_elsewhere(cluster):
+    for bad in ("a/b", "", "..", "x" * 300):
+        assert cluster.error(cluster.admin.delete_topic(bad)).code == E.UNKNOWN_TOPIC_OR_PARTITION
+        err = cluster.error(cluster.admin.create_partitions(bad, 2))
+        assert err.code == E.UNKNOWN_TOPIC_OR_PARTITION
+        if bad:
+            err = cluster.error(cluster.admin.alter_configs(ResourceType.TOPIC, bad, {}))
+            assert err.code == E.UNKNOWN_TOPIC_OR_PARTITION
+            ops = [AlterConfigOp("retention.ms", AlterOp.SET, "1")]
+            err = cluster.error(
+                cluster.admin.incremental_alter_configs(ResourceType.TOPIC, bad, ops)
+            )
+            assert err.code == E.UNKNOWN_TOPIC_OR_PARTITION
 
 
 # -- DeleteTopics
