@@ -1073,7 +1073,15 @@ class BrokerConfig:
 
     @property
     def broker_id(self) -> int:
-        return self._values["broker.id"]
+        configured = self._values["broker.id"]
+        return configured if configured != -1 else getattr(self, "_assigned_broker_id", -1)
+
+    def assign_broker_id(self, broker_id: int) -> None:
+        """Record a generated (or meta.properties-stored) id for a broker configured with -1;
+        kept apart from the configured value, which dynamic updates re-validate."""
+        if self._values["broker.id"] not in (-1, broker_id):
+            raise ConfigError.invalid("broker.id", broker_id, "broker.id is already configured")
+        self._assigned_broker_id = broker_id
 
     @property
     def rack(self) -> str | None:

@@ -24,7 +24,12 @@ class PartitionState:
 
 class Partition:
     def __init__(
-        self, topic: str, index: int, topic_id: uuid.UUID | None, log: Log, state: PartitionState,
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID | None,
+        log: Log,
+        state: PartitionState,
         local_broker_id: int,
     ) -> None:
         self.topic = topic

@@ -114,10 +114,13 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def leader_partition(self, topic: str, index: int, topic_exists: bool) -> Partition:
+    def leader_partition(self, topic: str, index: int, known: bool) -> Partition:
+        """The partition if this broker leads it; `known`: the metadata has the partition."""
         partition = self.partitions.get((topic, index))
         if partition is None:
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER if topic_exists else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            code = (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
             raise KafkaError(code)
         if not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -130,7 +133,9 @@ class ReplicaManager:
     ) -> AppendOutcome:
         config = partition.log.config
         if acks == -1 and len(partition.state.isr) < config.min_insync_replicas:
-            return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=partition.log.log_start_offset)
+            return AppendOutcome(
+                ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=partition.log.log_start_offset
+            )
         now = int(time.time() * 1000)
         try:
             if records is None:
@@ -146,11 +151,15 @@ class ReplicaManager:
                 require_keys=config.compact,
             )
             if not data:
-                return AppendOutcome(base_offset=partition.log.log_end_offset,
-                                     log_start_offset=partition.log.log_start_offset)
+                return AppendOutcome(
+                    base_offset=partition.log.log_end_offset,
+                    log_start_offset=partition.log.log_start_offset,
+                )
             result = partition.append_as_leader(data)
         except KafkaError as e:
-            return AppendOutcome(e.code, log_start_offset=partition.log.log_start_offset, message=e.message)
+            return AppendOutcome(
+                e.code, log_start_offset=partition.log.log_start_offset, message=e.message
+            )
         return AppendOutcome(
             base_offset=result.first_offset,
             log_append_time=now if config.message_timestamp_type == "LogAppendTime" else -1,

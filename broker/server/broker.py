@@ -120,6 +120,7 @@ class Broker(BrokerControl):
                 self.zk.generate_broker_id, config.get("reserved.broker.max.id")
             )
         if self.broker_id != config.broker_id:
+            config.assign_broker_id(self.broker_id)
             self.metadata_cache.broker_id = self.broker_id
             self.replica_manager.broker_id = self.broker_id
         topics = await self._io(self.zk.get_all_topics)

@@ -40,8 +40,11 @@ class Dispatcher:
                 body = {
                     "error_code": ErrorCode.UNSUPPORTED_VERSION,
                     "api_keys": [
-                        {"api_key": ApiKey.API_VERSIONS, "min_version": 0,
-                         "max_version": spec.versions.hi}
+                        {
+                            "api_key": ApiKey.API_VERSIONS,
+                            "min_version": 0,
+                            "max_version": spec.versions.hi,
+                        }
                     ],
                 }
                 return codec.encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)

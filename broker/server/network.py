@@ -77,7 +77,9 @@ class Connection:
         peer = sock.getpeername()
         self.peer_host: str = peer[0]
         self.peer_port: int = peer[1]
-        self.id = f"{sock.getsockname()[0]}:{sock.getsockname()[1]}-{self.peer_host}:{self.peer_port}"
+        self.id = (
+            f"{sock.getsockname()[0]}:{sock.getsockname()[1]}-{self.peer_host}:{self.peer_port}"
+        )
         self.principal = "User:ANONYMOUS"
         self.closed = False
         self._buf = bytearray()
@@ -96,7 +98,9 @@ class Connection:
             await self._recv_some()
         size = int.from_bytes(self._buf[:4], "big", signed=True)
         if size < 0 or size > max_size:
-            raise ValueError(f"request size {size} is outside 0..{max_size} (socket.request.max.bytes)")
+            raise ValueError(
+                f"request size {size} is outside 0..{max_size} (socket.request.max.bytes)"
+            )
         have = len(self._buf) - 4
         if have >= size:
             frame = bytes(self._buf[4 : 4 + size])
@@ -136,7 +140,9 @@ class Connection:
                 pending.append(c)
                 pending_len += len(c)
         if pending:
-            await self.loop.sock_sendall(self.sock, b"".join(pending) if len(pending) > 1 else pending[0])
+            await self.loop.sock_sendall(
+                self.sock, b"".join(pending) if len(pending) > 1 else pending[0]
+            )
 
     async def _sendfile(self, region: FileRegion) -> None:
         out_fd = self.sock.fileno()

@@ -44,14 +44,24 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
     def wanted_from(topic: dict[str, Any], part: dict[str, Any]) -> _Wanted:
         if v >= 13:
             name = cache.topic_name(topic["topic_id"])
-            w = _Wanted(name or "", topic["topic_id"], part["partition"], part["fetch_offset"],
-                        part["partition_max_bytes"])
+            w = _Wanted(
+                name or "",
+                topic["topic_id"],
+                part["partition"],
+                part["fetch_offset"],
+                part["partition_max_bytes"],
+            )
             if name is None:
                 w.error = ErrorCode.UNKNOWN_TOPIC_ID
             return w
         name = topic["topic"]
-        return _Wanted(name, cache.topic_id(name), part["partition"], part["fetch_offset"],
-                       part["partition_max_bytes"])
+        return _Wanted(
+            name,
+            cache.topic_id(name),
+            part["partition"],
+            part["fetch_offset"],
+            part["partition_max_bytes"],
+        )
 
     requested = [wanted_from(t, p) for t in req["topics"] for p in t["partitions"]]
 
@@ -85,7 +95,9 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             session.partitions.clear()
         for w in requested:
             if not w.error:
-                session.partitions[(w.topic, w.index)] = SessionPartition(w.fetch_offset, w.max_bytes)
+                session.partitions[(w.topic, w.index)] = SessionPartition(
+                    w.fetch_offset, w.max_bytes
+                )
         if incremental:
             errored = [w for w in requested if w.error]
             requested = errored + [
@@ -135,7 +147,8 @@ def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any
         return True
     changed = (
         part["error_code"] != ErrorCode.NONE
-        or part["records"] is not None and _size(part["records"]) > 0
+        or part["records"] is not None
+        and _size(part["records"]) > 0
         or sp.high_watermark != part["high_watermark"]
         or sp.log_start_offset != part["log_start_offset"]
         or sp.last_stable_offset != part["last_stable_offset"]
@@ -178,7 +191,9 @@ def _read_all(
             any_error = True
             continue
         try:
-            partition = rm.leader_partition(w.topic, w.index, cache.contains(w.topic))
+            partition = rm.leader_partition(
+                w.topic, w.index, cache.get_partition(w.topic, w.index) is not None
+            )
         except KafkaError as e:
             part["error_code"] = e.code
             any_error = True

@@ -21,12 +21,15 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     topics = []
     for topic in req["topics"]:
         name = topic["name"]
-        exists = broker.metadata_cache.contains(name)
         parts = []
         for p in topic["partitions"]:
             result: dict[str, Any] = {"partition_index": p["partition_index"]}
             try:
-                partition = broker.replica_manager.leader_partition(name, p["partition_index"], exists)
+                partition = broker.replica_manager.leader_partition(
+                    name,
+                    p["partition_index"],
+                    broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
+                )
                 offset, timestamp, epoch = _lookup(partition, p["timestamp"])
             except KafkaError as e:
                 result["error_code"] = e.code
@@ -52,8 +55,10 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
     if timestamp < 0 and timestamp not in (EARLIEST, EARLIEST_LOCAL, MAX_TIMESTAMP):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
     found = partition.log.offset_for_timestamp(timestamp)
-    if found is None or (timestamp >= 0 or timestamp == MAX_TIMESTAMP) and (
-        found.offset >= partition.high_watermark
+    if (
+        found is None
+        or (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
+        and (found.offset >= partition.high_watermark)
     ):
         return -1, -1, -1
     return found.offset, found.timestamp, found.leader_epoch

@@ -39,8 +39,14 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
     topics = []
     for name, topic_id in wanted:
         if name is None:
-            topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
-                           "topic_id": topic_id, "partitions": []})
+            topics.append(
+                {
+                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                    "name": None,
+                    "topic_id": topic_id,
+                    "partitions": [],
+                }
+            )
             continue
         if not cache.contains(name) and requested and allow_auto and topic_id is None:
             error = await _auto_create(ctx, name)

@@ -17,20 +17,31 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     responses = []
     for topic in req["topic_data"]:
         name = topic["name"]
-        exists = broker.metadata_cache.contains(name)
         results = []
         for part in topic["partition_data"]:
             index = part["index"]
             if acks not in (-1, 0, 1):
-                results.append({"index": index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
-                                "base_offset": -1})
+                results.append(
+                    {
+                        "index": index,
+                        "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
+                        "base_offset": -1,
+                    }
+                )
                 continue
             if req.get("transactional_id") is not None:
-                results.append({"index": index, "base_offset": -1,
-                                "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+                results.append(
+                    {
+                        "index": index,
+                        "base_offset": -1,
+                        "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    }
+                )
                 continue
             try:
-                partition = broker.replica_manager.leader_partition(name, index, exists)
+                partition = broker.replica_manager.leader_partition(
+                    name, index, broker.metadata_cache.get_partition(name, index) is not None
+                )
             except KafkaError as e:
                 results.append({"index": index, "error_code": e.code, "base_offset": -1})
                 continue

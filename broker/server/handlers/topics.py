@@ -1,0 +1,154 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+The admin layer writes the znodes; the controller then creates the partitions. Like Kafka's
+topic purgatories, a request waits (up to its timeout) until the change is visible in this
+broker's metadata, so a client can use a topic as soon as creation succeeded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, handles
+
+
+def _duplicates(names: list[str]) -> set[str]:
+    return {n for n, c in Counter(names).items() if c > 1}
+
+
+@handles(ApiKey.CREATE_TOPICS, "0-7")
+async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    admin = broker.topic_admin
+    cache = broker.metadata_cache
+    validate_only = req.get("validate_only", False)
+    duplicates = _duplicates([t["name"] for t in req["topics"]])
+    results = []
+    created = []
+    for t in req["topics"]:
+        name = t["name"]
+        result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
+        results.append(result)
+        if name in duplicates:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = f"Create topics request from client contains {name} twice"
+            continue
+        assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]} or None
+        configs = {c["name"]: c["value"] for c in t["configs"]}
+        try:
+            topic = await admin.create_topic(
+                name, t["num_partitions"], t["replication_factor"], assignments, configs,
+                validate_only,
+            )  # fmt: skip
+        except KafkaError as e:
+            result["error_code"] = e.code
+            result["error_message"] = e.message
+            continue
+        result.update(
+            topic_id=topic.topic_id,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            configs=[
+                {"name": c.name, "value": c.value, "read_only": c.read_only,
+                 "config_source": int(c.source), "is_sensitive": c.is_sensitive}
+                for c in topic.configs
+            ],
+        )  # fmt: skip
+        if not validate_only:
+            created.append((name, result))
+    timeout = max(req.get("timeout_ms", 0), 0) / 1000
+    if created and timeout > 0:
+        ready = await cache.wait_for(lambda: all(cache.has_leaders(n) for n, _ in created), timeout)
+        if not ready:
+            for name, result in created:
+                if not cache.has_leaders(name):
+                    result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(ApiKey.DELETE_TOPICS, "0-6")
+async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    if ctx.version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
+    else:
+        wanted = [(n, None) for n in req["topic_names"]]
+    results = []
+    pending = []
+    for name, topic_id in wanted:
+        result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
+        if topic_id is not None:
+            result["topic_id"] = topic_id
+            if topic_id.int != 0:
+                name = cache.topic_name(topic_id)
+                result["name"] = name
+                if name is None:
+                    result["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                    results.append(result)
+                    continue
+        results.append(result)
+        try:
+            await broker.topic_admin.delete_topic(name)
+        except KafkaError as e:
+            code = e.code
+            if code == ErrorCode.TOPIC_DELETION_DISABLED and ctx.version < 3:
+                code = ErrorCode.INVALID_REQUEST
+            result["error_code"] = code
+            result["error_message"] = e.message
+            continue
+        pending.append((name, result))
+    timeout = max(req["timeout_ms"], 0) / 1000
+    if pending and timeout > 0:
+        gone = await cache.wait_for(lambda: not any(cache.contains(n) for n, _ in pending), timeout)
+        if not gone:
+            for name, result in pending:
+                if cache.contains(name):
+                    result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@handles(ApiKey.CREATE_PARTITIONS, "0-3")
+async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    duplicates = _duplicates([t["name"] for t in req["topics"]])
+    results = []
+    grown = []
+    for t in req["topics"]:
+        name = t["name"]
+        result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        results.append(result)
+        if name in duplicates:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = "Duplicate topic in request."
+            continue
+        assignments = None
+        if t["assignments"] is not None:
+            assignments = [a["broker_ids"] for a in t["assignments"]]
+        try:
+            await broker.topic_admin.create_partitions(
+                name, t["count"], assignments, req["validate_only"]
+            )
+        except KafkaError as e:
+            result["error_code"] = e.code
+            result["error_message"] = e.message
+            continue
+        if not req["validate_only"]:
+            grown.append((name, t["count"], result))
+    timeout = max(req["timeout_ms"], 0) / 1000
+    if grown and timeout > 0:
+
+        def done() -> bool:
+            return all(
+                (cache.partition_count(n) or 0) >= c and cache.has_leaders(n) for n, c, _ in grown
+            )
+
+        if not await cache.wait_for(done, timeout):
+            for name, count, result in grown:
+                if (cache.partition_count(name) or 0) < count:
+                    result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"throttle_time_ms": 0, "results": results}
