@@ -48,6 +48,10 @@ def delete_dir_name(topic: str, partition: int) -> str:
     return topic[: 255 - len(suffix)] + suffix
 
 
+# Directories Odradek itself keeps beside the partitions; never logs, never warned about.
+OWN_DIR_PREFIX = "__odradek"
+
+
 class LogManager:
     def __init__(
         self,
@@ -126,6 +130,8 @@ class LogManager:
                 self._doomed.append((now, None, Path(entry.path)))
                 continue
             tp = parse_topic_partition(entry.name)
+            if tp is None and entry.name.startswith(OWN_DIR_PREFIX):
+                continue  # e.g. the embedded metadata store, which may live in a log dir
             if tp is None:
                 logger.warning("ignoring directory %s: not <topic>-<partition>", entry.path)
                 continue
