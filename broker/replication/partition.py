@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..storage.log import Log
+from .producer_state import LogProducerState
 
 
 @dataclass
@@ -39,6 +40,8 @@ class Partition:
         self.state = state
         self.local_broker_id = local_broker_id
         self._waiters: list[asyncio.Future[None]] = []
+        # Idempotent producers' epochs and last batches, rebuilt from snapshots and the log.
+        self.producer_state = LogProducerState(log)
 
     @property
     def is_leader(self) -> bool:
@@ -50,7 +53,12 @@ class Partition:
 
     def append_as_leader(self, records: bytearray):  # -> storage AppendResult
         # Until replication arrives, the log's high watermark follows its end (storage default).
+        pending = self.producer_state.prepare_leader_append(records)  # may raise KafkaError
+        if pending.duplicate is not None:
+            # A producer's retry of a batch already in the log: answer with the original offsets.
+            return self.producer_state.duplicate_result(pending.duplicate)
         result = self.log.append(records, assign_offsets=True, leader_epoch=self.state.leader_epoch)
+        self.producer_state.complete_append(pending, result.last_offset + 1)
         self.wake_fetchers()
         return result
 

@@ -162,7 +162,10 @@ class ReplicaManager:
             )
         return AppendOutcome(
             base_offset=result.first_offset,
-            log_append_time=now if config.message_timestamp_type == "LogAppendTime" else -1,
+            # result.max_timestamp: the stamped append time (the original one for a retried batch)
+            log_append_time=(
+                result.max_timestamp if config.message_timestamp_type == "LogAppendTime" else -1
+            ),
             log_start_offset=result.log_start_offset,
         )
 

@@ -105,6 +105,10 @@ class Log:
         self._dir_dirty = False
         self._flush_pending_to = -1
         self._closed = False
+        # Hooks for the layer above (the partition's producer state, which snapshots itself):
+        # on_roll(new segment base offset) after each roll, on_close() once before closing.
+        self.on_roll: Callable[[int], None] | None = None
+        self.on_close: Callable[[], None] | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.last_flush_ms = self.clock()
@@ -385,6 +389,8 @@ class Log:
                 stale.unlink()
         segment = LogSegment(self.dir, new_base, self.config, now_ms=self.clock(), active=True)
         self._add_segment(segment)
+        if self.on_roll is not None:
+            self.on_roll(new_base)
         return segment
 
     # -- read ----------------------------------------------------------------------------------
@@ -631,6 +637,8 @@ class Log:
     def close(self) -> None:
         if self._closed:
             return
+        if self.on_close is not None:
+            self.on_close()
         for seg in self._segments:
             seg.close()
         self.remove_deleted_segments(force=True)
