@@ -19,6 +19,12 @@ def _duplicates(names: list[str]) -> set[str]:
     return {n for n, c in Counter(names).items() if c > 1}
 
 
+def _not_controller(ctx: RequestContext) -> bool:
+    """Topic changes go to the active controller (clients route them there via Metadata)."""
+    controller = ctx.broker.controller
+    return controller is None or not controller.active
+
+
 @handles(ApiKey.CREATE_TOPICS, "0-7")
 async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
@@ -32,6 +38,9 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
         results.append(result)
+        if _not_controller(ctx):
+            result["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
         if name in duplicates:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = f"Create topics request from client contains {name} twice"
@@ -91,6 +100,9 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
                     results.append(result)
                     continue
         results.append(result)
+        if _not_controller(ctx):
+            result["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
         try:
             await broker.topic_admin.delete_topic(name)
         except KafkaError as e:
@@ -122,6 +134,9 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         results.append(result)
+        if _not_controller(ctx):
+            result["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
         if name in duplicates:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = "Duplicate topic in request."
