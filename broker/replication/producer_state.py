@@ -31,7 +31,7 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,16 +235,8 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
         raise CorruptSnapshot(f"snapshot size does not match its {count} entries")
     entries = []
-    for (
-        pid,
-        epoch,
-        seq,
-        offset,
-        delta,
-        ts,
-        coordinator_epoch,
-        txn_first,
-    ) in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEAD.size :]):
+    for fields in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEAD.size :]):
+        pid, epoch, seq, offset, delta, ts, coordinator_epoch, txn_first = fields
         entry = ProducerStateEntry(
             pid,
             epoch,
@@ -284,7 +276,7 @@ class ProducerStateManager:
         *,
         expiration_ms: int = DEFAULT_EXPIRATION_MS,
         expiration_check_interval_ms: int = DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
-        clock=now_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.directory = directory
         self.expiration_ms = expiration_ms
