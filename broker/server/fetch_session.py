@@ -48,7 +48,7 @@ class FetchSessionCache:
         if len(self.sessions) >= self.max_slots:
             self.sessions.popitem(last=False)
         session_id = next(self._ids) & 0x7FFFFFFF or next(self._ids)
-        session = FetchSession(session_id, 1)
+        session = FetchSession(session_id, INITIAL_EPOCH)
         self.sessions[session_id] = session
         return session
 
