@@ -30,6 +30,7 @@ from ..cluster.metadata_cache import MetadataCache
 from ..cluster.metadata_store import MetadataStore, run_blocking
 from ..cluster.topic_admin import TopicAdmin
 from ..config import BrokerConfig, Endpoint
+from ..coordinator.group import OFFSETS_TOPIC, GroupCoordinator, GroupCoordinatorConfig
 from ..protocol.errors import ErrorCode
 from ..replication.replica_manager import ReplicaManager
 from ..storage.checkpoint import META_PROPERTIES, read_properties
@@ -67,6 +68,12 @@ class Broker(BrokerControl):
         )
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.topic_config)
+        # Group coordinator: serves the groups of the __consumer_offsets partitions led here.
+        self.group_coordinator = GroupCoordinator(
+            self.replica_manager,
+            GroupCoordinatorConfig.from_broker_config(config),
+            partition_count=lambda: self.metadata_cache.partition_count(OFFSETS_TOPIC),
+        )
         self.server = SocketServer(
             [Listener(e.listener, e.host, e.port) for e in config.listeners],
             Dispatcher(self).handle_frame,
@@ -130,6 +137,7 @@ class Broker(BrokerControl):
         self._topic_overrides.update(overrides)
         self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
+        await self.group_coordinator.start()
         await self.server.start()
         self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
         self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
@@ -200,6 +208,7 @@ class Broker(BrokerControl):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
         await self.server.stop()
+        await self.group_coordinator.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()
         if self.config_changes is not None:
@@ -218,10 +227,15 @@ class Broker(BrokerControl):
                 self._topic_overrides[p.topic] = await self._io(
                     self.zk.get_entity_config, "topics", p.topic
                 )
-        return self.replica_manager.leader_and_isr(request)
+        errors = self.replica_manager.leader_and_isr(request)
+        self._group_coordinator_leadership(request, errors)
+        return errors
 
     async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
         errors = self.replica_manager.stop_replica(request)
+        for p in request.partitions:
+            if p.topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_resigned(p.partition)
         for p in request.partitions:
             if p.delete:
                 self._topic_overrides.pop(p.topic, None)
@@ -230,3 +244,19 @@ class Broker(BrokerControl):
     async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
         self.metadata_cache.update(request)
         return ErrorCode.NONE
+
+    # --- group coordinator: follows the leadership of __consumer_offsets partitions ----------
+
+    def _group_coordinator_leadership(
+        self, request: LeaderAndIsrRequest, errors: PartitionErrors
+    ) -> None:
+        for p in request.partitions:
+            if p.topic != OFFSETS_TOPIC:
+                continue
+            if p.leader == self.broker_id and errors.partitions.get((p.topic, p.partition)) in (
+                None,
+                ErrorCode.NONE,
+            ):
+                self.group_coordinator.on_elected(p.partition, p.leader_epoch)
+            else:
+                self.group_coordinator.on_resigned(p.partition)

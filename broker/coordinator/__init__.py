@@ -1,0 +1,1 @@
+"""Coordinators: the group coordinator (__consumer_offsets); transactions come later."""

@@ -1,0 +1,110 @@
+"""FindCoordinator (key 10): which broker coordinates a group (v4+: many keys at once).
+
+Answered from the metadata cache: the live leader of the group's __consumer_offsets partition,
+on the listener the client came in on. The first lookup creates __consumer_offsets (as Kafka's
+broker does); Kafka answers COORDINATOR_NOT_AVAILABLE until the topic has leaders, we wait for
+them for a moment first so the first consumer does not need a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ...coordinator.group import OFFSETS_TOPIC
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, handles
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+CREATE_WAIT_S = 5.0
+
+_creating: dict[int, asyncio.Task[None]] = {}  # per broker object id: creation under way
+
+
+async def _create_offsets_topic(ctx: RequestContext) -> None:
+    broker = ctx.broker
+    config = broker.group_coordinator.config
+    live = len(broker.metadata_cache.alive_brokers())
+    # Like Kafka's auto-creation of internal topics: no more replicas than live brokers.
+    rf = min(config.offsets_topic_replication_factor, live) if live else 1
+    try:
+        await broker.topic_admin.create_topic(
+            OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            rf,
+            configs=config.offsets_topic_configs(),
+        )
+        log.info("created %s with replication factor %d", OFFSETS_TOPIC, rf)
+    except KafkaError as e:
+        if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.warning("creating %s failed: %s", OFFSETS_TOPIC, e)
+
+
+async def _ensure_offsets_topic(ctx: RequestContext) -> None:
+    cache = ctx.broker.metadata_cache
+    if cache.contains(OFFSETS_TOPIC):
+        return
+    key = id(ctx.broker)
+    task = _creating.get(key)
+    if task is None or task.done():
+        task = asyncio.get_running_loop().create_task(_create_offsets_topic(ctx))
+        _creating[key] = task
+        task.add_done_callback(
+            lambda t: _creating.pop(key, None) if _creating.get(key) is t else None
+        )
+    await asyncio.shield(task)
+    await cache.wait_for(lambda: cache.has_leaders(OFFSETS_TOPIC), CREATE_WAIT_S)
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    broker = ctx.broker
+    none = {"node_id": -1, "host": "", "port": -1}
+    if key_type == TRANSACTION_KEY:
+        # The transaction coordinator arrives with transactions.
+        return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    if key_type != GROUP_KEY:
+        return {
+            **none,
+            "error_code": ErrorCode.INVALID_REQUEST,
+            "error_message": f"Unknown coordinator type: {key_type}",
+        }
+    cache = broker.metadata_cache
+    partition = broker.group_coordinator.partition_for(key)
+    leader = cache.leader_of(OFFSETS_TOPIC, partition)
+    if leader is None:
+        return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    endpoint = cache.endpoint(leader, ctx.conn.listener.name)
+    if endpoint is None:
+        return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    return {
+        "error_code": ErrorCode.NONE,
+        "node_id": leader,
+        "host": endpoint.host,
+        "port": endpoint.port,
+    }
+
+
+@handles(ApiKey.FIND_COORDINATOR, "0-6")
+async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    key_type = req.get("key_type", GROUP_KEY) if v >= 1 else GROUP_KEY
+    keys = req["coordinator_keys"] if v >= 4 else [req["key"]]
+    if key_type == GROUP_KEY:
+        await _ensure_offsets_topic(ctx)
+    results = [{"key": k, **_lookup(ctx, k, key_type)} for k in keys]
+    if v >= 4:
+        return {"throttle_time_ms": 0, "coordinators": results}
+    result = results[0]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result["error_code"],
+        "error_message": result.get("error_message"),
+        "node_id": result["node_id"],
+        "host": result["host"],
+        "port": result["port"],
+    }

@@ -1,0 +1,183 @@
+"""Classic group membership and admin views: JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16) and DeleteGroups (42).
+
+The handlers translate between request versions and the group coordinator's calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from .registry import RequestContext, handles
+
+NOT_REQUESTED = -(2**31)
+# Without an authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
+ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+CLASSIC_GROUP_TYPE = "classic"
+
+
+def _bytes(value: Any) -> bytes:
+    return b"" if value is None else bytes(value)
+
+
+@handles(ApiKey.JOIN_GROUP, "0-9")
+async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    session_timeout = req["session_timeout_ms"]
+    result = await ctx.broker.group_coordinator.join_group(
+        req["group_id"],
+        req["member_id"],
+        req.get("group_instance_id") if v >= 5 else None,
+        ctx.header.client_id or "",
+        "/" + ctx.conn.peer_host,
+        req["rebalance_timeout_ms"] if v >= 1 else session_timeout,
+        session_timeout,
+        req["protocol_type"],
+        [(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
+        reason=req.get("reason") if v >= 8 else None,
+    )
+    protocol_name = result.protocol_name
+    if protocol_name is None and v < 7:
+        protocol_name = ""
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {"member_id": m, "group_instance_id": instance, "metadata": metadata}
+            for m, instance, metadata in result.members
+        ],
+    }
+
+
+@handles(ApiKey.SYNC_GROUP, "0-5")
+async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    protocol_type = req.get("protocol_type") if v >= 5 else None
+    protocol_name = req.get("protocol_name") if v >= 5 else None
+    if v >= 5 and (protocol_type is None or protocol_name is None):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL}
+    result = await ctx.broker.group_coordinator.sync_group(
+        req["group_id"],
+        req["generation_id"],
+        req["member_id"],
+        req.get("group_instance_id") if v >= 3 else None,
+        protocol_type,
+        protocol_name,
+        {a["member_id"]: _bytes(a["assignment"]) for a in req["assignments"]},
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+@handles(ApiKey.HEARTBEAT, "0-4")
+async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    error = ctx.broker.group_coordinator.heartbeat(
+        req["group_id"],
+        req["member_id"],
+        req.get("group_instance_id") if ctx.version >= 3 else None,
+        req["generation_id"],
+    )
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+@handles(ApiKey.LEAVE_GROUP, "0-5")
+async def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    if v >= 3:
+        members = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+    else:
+        members = [(req["member_id"], None)]
+    error, errors = ctx.broker.group_coordinator.leave_group(req["group_id"], members)
+    if v < 3:
+        if error == ErrorCode.NONE:
+            error = next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
+        return {"throttle_time_ms": 0, "error_code": error}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "members": [
+            {"member_id": m, "group_instance_id": instance, "error_code": e}
+            for (m, instance), e in zip(members, errors, strict=False)
+        ],
+    }
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, "0-5")
+async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.broker.group_coordinator
+    operations = ALL_GROUP_OPERATIONS if req.get("include_authorized_operations") else None
+    groups = []
+    for group_id in req["groups"]:
+        error, summary = coordinator.describe_group(group_id)
+        groups.append(
+            {
+                "error_code": error,
+                "group_id": group_id,
+                "group_state": summary.state,
+                "protocol_type": summary.protocol_type,
+                "protocol_data": summary.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in summary.members
+                ],
+                "authorized_operations": NOT_REQUESTED
+                if operations is None or error != ErrorCode.NONE
+                else operations,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+@handles(ApiKey.LIST_GROUPS, "0-5")
+async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.version
+    states = set(req.get("states_filter") or []) if v >= 4 else set()
+    types = {t.lower() for t in req.get("types_filter") or []} if v >= 5 else set()
+    error, groups = ctx.broker.group_coordinator.list_groups(states)
+    if types and CLASSIC_GROUP_TYPE not in types:
+        groups = []
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "groups": [
+            {
+                "group_id": group_id,
+                "protocol_type": protocol_type,
+                "group_state": state,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
+            for group_id, protocol_type, state in groups
+        ],
+    }
+
+
+@handles(ApiKey.DELETE_GROUPS, "0-2")
+async def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    names = list(dict.fromkeys(req["groups_names"]))
+    errors = await ctx.broker.group_coordinator.delete_groups(names)
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": g, "error_code": errors[g]} for g in names],
+    }
