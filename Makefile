@@ -29,6 +29,7 @@ system-deps:
 # One broker on 127.0.0.1:9092 with the embedded metadata store; data kept under ./data.
 run: install
 	$(VENV)/bin/odradek broker \
+	  --override broker.id=0 \
 	  --override listeners=PLAINTEXT://127.0.0.1:9092 \
 	  --override log.dirs=$(DATA)/kafka-logs
 
