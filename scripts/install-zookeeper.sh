@@ -37,6 +37,18 @@ read -r -d '' pom <<EOF || true
         <exclusion><groupId>ch.qos.logback</groupId><artifactId>*</artifactId></exclusion>
       </exclusions>
     </dependency>
+    <!-- "provided" in ZooKeeper's pom, yet the server needs them: the default metrics provider
+         and the snapshot code. The admin server (Jetty) stays out: tests disable it. -->
+    <dependency>
+      <groupId>io.dropwizard.metrics</groupId>
+      <artifactId>metrics-core</artifactId>
+      <version>4.1.12.1</version>
+    </dependency>
+    <dependency>
+      <groupId>org.xerial.snappy</groupId>
+      <artifactId>snappy-java</artifactId>
+      <version>1.1.10.5</version>
+    </dependency>
     <dependency>
       <groupId>org.slf4j</groupId>
       <artifactId>slf4j-reload4j</artifactId>
