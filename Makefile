@@ -25,6 +25,7 @@ system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "installing kcat (apt)"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+	bash scripts/install-zookeeper.sh >/dev/null
 
 # One broker on 127.0.0.1:9092 with the embedded metadata store; data kept under ./data.
 run: install
