@@ -58,6 +58,8 @@ class _Context:
     to_delete: set[str] = field(default_factory=set)
     # topic -> replicas (partition, broker) whose StopReplica(delete) has not succeeded yet
     deleting: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    # brokers in controlled shutdown: never elected leader nor kept in an ISR
+    shutting_down: set[int] = field(default_factory=set)
 
     def remove_topic(self, topic: str) -> None:
         for p in self.assignments.pop(topic, {}):
@@ -127,6 +129,9 @@ class _BrokerChannel:
             await self.task
         except asyncio.CancelledError:
             pass
+        close = getattr(self.control, "close", None)  # a remote channel's connection
+        if close is not None:
+            await close()
 
 
 class _Batch:
@@ -359,7 +364,7 @@ class Controller:
                         if not fut.done():
                             fut.set_exception(e)
                     continue
-                if name not in ("startup", "controller_change") and not self.active:
+                if name not in ("startup", "controller_change", "expire") and not self.active:
                     continue
                 await getattr(self, f"_on_{name}")(*args)
             except ControllerMovedError:
@@ -439,6 +444,27 @@ class Controller:
         for broker in list(self._channels):
             await self._close_channel(broker)
         self.ctx = _Context()
+
+    async def _on_expire(self) -> None:
+        """Our ZooKeeper session expired: resign (the broker re-registers, then "startup"
+        runs the election again, as Kafka's Expire and RegisterBrokerAndReelect events)."""
+        await self._resign()
+
+    def on_session_expired(self) -> None:
+        """Thread-safe: queue the resignation after a ZooKeeper session expiry."""
+        self._threadsafe("expire")
+
+    def on_new_session(self) -> None:
+        """Thread-safe: after re-registration, watch /controller and elect again."""
+        self._threadsafe("startup")
+
+    def _threadsafe(self, name: str) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._enqueue, name)
+            except RuntimeError:  # loop closed meanwhile
+                pass
 
     # -- failover
 
@@ -541,7 +567,11 @@ class Controller:
         async def decide(state: zk.PartitionState) -> _Decision | None:
             ctx = self.ctx
             replicas = ctx.replicas(tp)
-            live_isr = [r for r in replicas if r in ctx.live and r in state.isr]
+            live_isr = [
+                r
+                for r in replicas
+                if r in ctx.live and r in state.isr and r not in ctx.shutting_down
+            ]
             if live_isr:
                 return live_isr[0], tuple(r for r in state.isr if r in ctx.live), zk.RECOVERED
             live = [r for r in replicas if r in ctx.live]
@@ -623,6 +653,7 @@ class Controller:
         log.info("Brokers: new %s, dead %s, bounced %s", sorted(new), sorted(dead), sorted(bounced))
         for b in dead | bounced:
             ctx.live.pop(b, None)
+            ctx.shutting_down.discard(b)
             await self._close_channel(b)
         if dead or bounced:
             await self._on_brokers_failure(dead | bounced)
@@ -707,6 +738,77 @@ class Controller:
             batch = _Batch(self)
             await self._elect_leaders(batch, [(topic, p) for p in added])
             batch.send()
+
+    # -- controlled shutdown (the ControlledShutdown RPC; reference §2.4)
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """Move leadership off `broker_id` and drop it from ISRs; return the error and the
+        partitions it still leads (with replication factor > 1). Runs on the event queue."""
+        return await self.call(lambda: self._controlled_shutdown(broker_id, broker_epoch))
+
+    async def _controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        ctx = self.ctx
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        reg = ctx.live.get(broker_id)
+        if reg is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < reg.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        log.info("Controlled shutdown of broker %d", broker_id)
+        batch = _Batch(self)
+        for tp in ctx.all_partitions():
+            state = ctx.states.get(tp)
+            replicas = ctx.replicas(tp)
+            if state is None or tp[0] in ctx.to_delete or broker_id not in replicas:
+                continue
+            if state.leader == broker_id:
+                if len(replicas) > 1:
+                    await self._shutdown_election(batch, tp)
+            else:
+                # Follower: stop fetching, leave the ISR (the last member stays, as always).
+                batch.add_stop_replica(broker_id, tp, False, state.leader_epoch)
+                await self._leave_isr(batch, tp, broker_id)
+        batch.send()
+        remaining = [
+            tp
+            for tp in ctx.all_partitions()
+            if (st := ctx.states.get(tp)) is not None
+            and st.leader == broker_id
+            and len(ctx.replicas(tp)) > 1
+        ]
+        return ErrorCode.NONE, remaining
+
+    async def _shutdown_election(self, batch: _Batch, tp: TopicPartition) -> None:
+        """Leader = first assigned replica alive, in the ISR and not shutting down; the ISR
+        loses the shutting-down brokers. No such replica: leave the partition as it is."""
+
+        async def decide(state: zk.PartitionState) -> _Decision | None:
+            ctx = self.ctx
+            down = ctx.shutting_down
+            candidates = [
+                r for r in ctx.replicas(tp) if r in ctx.live and r in state.isr and r not in down
+            ]
+            if not candidates:
+                return None
+            isr = tuple(r for r in state.isr if r not in down)
+            return candidates[0], isr, state.leader_recovery_state
+
+        await self._change_state(batch, tp, decide)
+
+    async def _leave_isr(self, batch: _Batch, tp: TopicPartition, broker_id: int) -> None:
+        async def decide(state: zk.PartitionState) -> _Decision | None:
+            if broker_id not in state.isr or len(state.isr) == 1:
+                return None
+            isr = tuple(r for r in state.isr if r != broker_id)
+            return state.leader, isr, state.leader_recovery_state
+
+        await self._change_state(batch, tp, decide)
 
     # -- deletion
 

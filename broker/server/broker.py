@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..client.connection import BrokerConnection
 from ..cluster import zk_data as zk
 from ..cluster.config_changes import ConfigChangeListener
 from ..cluster.control import (
@@ -31,11 +33,13 @@ from ..cluster.metadata_store import MetadataStore, run_blocking
 from ..cluster.topic_admin import TopicAdmin
 from ..config import BrokerConfig, Endpoint
 from ..coordinator.group import OFFSETS_TOPIC, GroupCoordinator, GroupCoordinatorConfig
+from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..replication.replica_manager import ReplicaManager
 from ..storage.checkpoint import META_PROPERTIES, read_properties
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
+from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
 from .network import Listener, SocketServer
@@ -83,6 +87,9 @@ class Broker(BrokerControl):
         self.topic_admin: TopicAdmin | None = None
         self.config_changes: ConfigChangeListener | None = None
         self.broker_epoch = -1
+        # The highest controller epoch seen in a control request (STALE_CONTROLLER_EPOCH below).
+        self.controller_epoch_seen = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_task: asyncio.Task[None] | None = None
 
     # --- topic configuration ----------------------------------------------------------------
@@ -112,9 +119,22 @@ class Broker(BrokerControl):
 
     async def start(self) -> None:
         config = self.config
+        self._loop = asyncio.get_running_loop()
         if config.zookeeper_connect:
-            raise NotImplementedError("the ZooKeeper metadata store comes with the cluster issue")
-        self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
+            # Imported here: kazoo is only needed in cluster mode.
+            from ..cluster.zk_store import ZkStore
+
+            self.store = await run_blocking(
+                self.executor,
+                functools.partial(
+                    ZkStore.from_config,
+                    config,
+                    on_session_expired=self._on_zk_session_expired,
+                    on_new_session=self._on_zk_new_session,
+                ),
+            )
+        else:
+            self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
         self.zk = KafkaZk(self.store)
         await self._io(self.zk.create_top_level_paths)
         self.cluster_id = await self._io(self.zk.get_or_create_cluster_id)
@@ -172,7 +192,109 @@ class Broker(BrokerControl):
     def _channel_for(self, registration: zk.BrokerRegistration) -> BrokerControl:
         if registration.id == self.broker_id:
             return self
-        raise NotImplementedError("remote brokers come with the cluster issue")
+        return RemoteBroker(
+            registration,
+            self.config.inter_broker_listener,
+            controller_id=self.broker_id,
+            request_timeout=self.config.get("controller.socket.timeout.ms") / 1000,
+            connect_timeout=self.config.get("socket.connection.setup.timeout.ms") / 1000,
+        )
+
+    # --- ZooKeeper session expiry (Kafka's Expire / RegisterBrokerAndReelect) ---------------
+
+    def _on_zk_session_expired(self, old_session: int) -> None:
+        """The store's thread: our ephemeral nodes are gone; the controller resigns."""
+        log.warning("broker %d: ZooKeeper session 0x%x expired", self.broker_id, old_session)
+        if self.controller is not None:
+            self.controller.on_session_expired()
+
+    def _on_zk_new_session(self, session: int) -> None:
+        """The store's thread: re-register on the event loop, then re-elect and re-watch."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._reregister(session)))
+
+    async def _reregister(self, session: int) -> None:
+        backoff = 0.2
+        for _ in range(20):
+            try:
+                self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
+                break
+            except Exception:
+                log.warning(
+                    "broker %d: re-registration failed; retrying", self.broker_id, exc_info=True
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, 2.0)
+        else:
+            log.error("broker %d: could not re-register in ZooKeeper", self.broker_id)
+            return
+        log.info(
+            "broker %d re-registered with session 0x%x (broker epoch %d)",
+            self.broker_id,
+            session,
+            self.broker_epoch,
+        )
+        if self.controller is not None:
+            self.controller.on_new_session()
+        if self.config_changes is not None:
+            self.config_changes._on_watch(None)  # type: ignore[arg-type]  # re-read and re-watch
+
+    # --- controlled shutdown (before the listeners close) -----------------------------------
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away, `controlled.shutdown.max.retries` times
+        at most; True when it reports no partition left here."""
+        retries = max(1, self.config.get("controlled.shutdown.max.retries"))
+        backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(1, retries + 1):
+            try:
+                error, remaining = await self._send_controlled_shutdown()
+            except Exception as e:  # noqa: BLE001 - any failure means: retry
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+            else:
+                if error == ErrorCode.NONE and not remaining:
+                    log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                    return True
+                log.info(
+                    "controlled shutdown attempt %d: %s, %d partitions still led here",
+                    attempt,
+                    error.name,
+                    len(remaining),
+                )
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        log.warning("broker %d: controlled shutdown failed; shutting down anyway", self.broker_id)
+        return False
+
+    async def _send_controlled_shutdown(self) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        assert self.zk is not None
+        controller_id = await self._io(self.zk.get_controller_id)
+        if controller_id is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        if controller_id == self.broker_id and self.controller is not None:
+            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+        reg = await self._io(self.zk.get_broker, controller_id)
+        ep = reg.endpoint(self.config.inter_broker_listener) if reg else None
+        if ep is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        conn = await BrokerConnection.open(
+            ep.host,
+            ep.port,
+            client_id=f"broker-{self.broker_id}",
+            request_timeout=self.config.get("request.timeout.ms") / 1000,
+            node_id=controller_id,
+        )
+        try:
+            resp = await conn.request(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+                max_version=CONTROLLED_SHUTDOWN_VERSION,
+            )
+        finally:
+            await conn.close()
+        remaining = [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
+        return ErrorCode(resp["error_code"]), remaining
 
     def advertised_endpoints(self) -> list[Endpoint]:
         """Advertised listeners, with port 0 replaced by the port actually bound."""
@@ -203,6 +325,12 @@ class Broker(BrokerControl):
                 log.exception("periodic log maintenance failed")
 
     async def stop(self) -> None:
+        if (
+            self.config.zookeeper_connect
+            and self.zk is not None
+            and self.config.get("controlled.shutdown.enable")
+        ):
+            await self.controlled_shutdown()
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

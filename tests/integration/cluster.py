@@ -1,0 +1,380 @@
+"""N Odradek broker processes on loopback forming one cluster in a real ZooKeeper ensemble.
+
+Each cluster works under its own chroot of the shared ensemble (`zk_ensemble`, from
+zookeeper.py), so clusters of different tests never see each other. Brokers are
+``python -m odradek.broker.cli broker`` processes with fixed ids, ports and directories; each one
+can be stopped with SIGTERM (controlled shutdown), killed with SIGKILL, paused (SIGSTOP, e.g. to
+let its ZooKeeper session expire), resumed and started again.
+
+Test modules import the fixtures `cluster_factory_fixture` and `shared_cluster_fixture`; tests
+ask for them as `cluster_factory` and `shared_cluster`.
+
+Queries go through the project's own client (BrokerConnection), one short connection per call;
+`wait_until` polls with a bounded deadline and fails with every broker's log tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from conftest import api_versions_probe, free_port
+from odradek.broker.client.connection import BrokerConnection
+from odradek.broker.protocol.api_keys import ApiKey
+from zookeeper import ZkEnsemble
+
+START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "60"))
+CONVERGE_TIMEOUT = float(os.environ.get("ODRADEK_CLUSTER_TIMEOUT", "60"))
+# Short enough that a dead broker's session ends quickly, long enough for a loaded CI machine.
+SESSION_TIMEOUT_MS = 6000
+
+CLUSTER_OVERRIDES = {
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "group.initial.rebalance.delay.ms": "0",
+    "controlled.shutdown.retry.backoff.ms": "500",
+}
+
+_T = TypeVar("_T")
+
+
+def run(coro: Any, timeout: float = 30.0) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+class ClusterBroker:
+    """One broker process of a cluster, restartable on the same id, port and directories."""
+
+    def __init__(
+        self, broker_id: int, base: Path, zk_connect: str, overrides: dict[str, str]
+    ) -> None:
+        self.broker_id = broker_id
+        self.data_dir = base / f"broker{broker_id}" / "data"
+        self.log_dir = base / f"broker{broker_id}" / "logs"
+        self.port = free_port()
+        self.zk_connect = zk_connect
+        self.overrides = overrides
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        settings = {
+            "broker.id": str(self.broker_id),
+            "zookeeper.connect": self.zk_connect,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir),
+            **self.overrides,
+        }
+        cmd = [sys.executable, "-m", "odradek.broker.cli", "broker"]
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def launch(self) -> None:
+        assert not self.running, f"broker {self.broker_id} already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = self.log_dir / f"broker-{self.starts}.log"
+        self.starts += 1
+        with open(path, "wb") as log:
+            log.write(("$ " + " ".join(self.command()) + "\n").encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
+
+    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            code = self.proc.poll()
+            if code is not None:
+                pytest.fail(
+                    f"broker {self.broker_id} exited with {code} at start\n{self.log_tail()}",
+                    pytrace=False,
+                )
+            if api_versions_probe(self.host, self.port):
+                return
+            time.sleep(0.1)
+        pytest.fail(
+            f"broker {self.broker_id} not serving after {timeout}s\n{self.log_tail()}",
+            pytrace=False,
+        )
+
+    def start(self) -> ClusterBroker:
+        self.launch()
+        self.wait_serving()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def terminate(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait for the exit (a controlled shutdown); SIGKILL after `timeout`."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def log_text(self) -> str:
+        parts = []
+        for i in range(self.starts):
+            path = self.log_dir / f"broker-{i}.log"
+            if path.exists():
+                parts.append(f"--- {path.name} ---\n" + path.read_text(errors="replace"))
+        return "\n".join(parts)
+
+    def log_tail(self, lines: int = 80) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    # -- requests (one short connection each)
+
+    async def _request(self, api_key: int, body: dict, **kw: Any) -> dict:
+        conn = await BrokerConnection.open(self.host, self.port, request_timeout=15.0)
+        try:
+            return await conn.request(api_key, body, **kw)
+        finally:
+            await conn.close()
+
+    def request(self, api_key: int, body: dict, **kw: Any) -> dict:
+        return run(self._request(api_key, body, **kw))
+
+    def metadata(self, topics: list[str] | None = None) -> dict:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False,
+        }
+        return self.request(ApiKey.METADATA, body)
+
+
+class Cluster:
+    """`size` brokers (ids 1..size) under a fresh chroot of the ensemble."""
+
+    def __init__(
+        self,
+        ensemble: ZkEnsemble,
+        base: Path,
+        size: int = 3,
+        overrides: dict[str, str] | None = None,
+    ) -> None:
+        self.ensemble = ensemble
+        self.chroot = f"/odradek-{uuid.uuid4().hex[:10]}"
+        self.zk_connect = ensemble.connect_string(self.chroot)
+        settings = {**CLUSTER_OVERRIDES, **(overrides or {})}
+        self.brokers = {
+            i: ClusterBroker(i, base, self.zk_connect, settings) for i in range(1, size + 1)
+        }
+        self._zk: Any = None
+
+    def start(self) -> Cluster:
+        for b in self.brokers.values():
+            b.launch()
+        for b in self.brokers.values():
+            b.wait_serving()
+        return self
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            if b.proc is not None and b.proc.poll() is None:
+                b.resume()
+        for b in self.brokers.values():
+            b.kill()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+
+    def __getitem__(self, broker_id: int) -> ClusterBroker:
+        return self.brokers[broker_id]
+
+    def running(self) -> list[ClusterBroker]:
+        return [b for b in self.brokers.values() if b.running]
+
+    def log_tails(self) -> str:
+        return "\n".join(f"===== broker {i} =====\n{b.log_tail()}" for i, b in self.brokers.items())
+
+    def wait_until(
+        self, check: Callable[[], _T | None], what: str, timeout: float = CONVERGE_TIMEOUT
+    ) -> _T:
+        """Poll `check` until it returns a truthy value (errors count as "not yet")."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while True:
+            try:
+                value = check()
+                if value:
+                    return value
+                last = value
+            except Exception as e:  # noqa: BLE001 - a broker in transition
+                last = e
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"timed out after {timeout}s waiting for {what} (last: {last!r})\n"
+                    f"{self.log_tails()}",
+                    pytrace=False,
+                )
+            time.sleep(0.2)
+
+    # -- ZooKeeper inspection (kazoo on the cluster's chroot)
+
+    @property
+    def zk(self) -> Any:
+        if self._zk is None:
+            from kazoo.client import KazooClient
+
+            self._zk = KazooClient(hosts=self.zk_connect)
+            self._zk.start(timeout=30)
+        return self._zk
+
+    def zk_controller(self) -> int | None:
+        import json
+
+        if not self.zk.exists("/controller"):
+            return None
+        data, _ = self.zk.get("/controller")
+        return int(json.loads(data)["brokerid"])
+
+    def registered(self) -> set[int]:
+        return {int(c) for c in self.zk.get_children("/brokers/ids")}
+
+    # -- cluster views
+
+    def views(self, topics: list[str] | None = None) -> dict[int, dict]:
+        """Metadata from every running broker."""
+        return {b.broker_id: b.metadata(topics) for b in self.running()}
+
+    def converged(self, topics: list[str] | None = None) -> dict | None:
+        """The common view when every running broker lists exactly the running brokers, the
+        same live controller and identical partition states; else None."""
+        alive = {b.broker_id for b in self.running()}
+        views = self.views(topics)
+        first = None
+        for view in views.values():
+            summary = summarize(view)
+            if set(summary["brokers"]) != alive or summary["controller"] not in alive:
+                return None
+            if first is None:
+                first = summary
+            elif summary != first:
+                return None
+        return first
+
+    def controller(self) -> ClusterBroker:
+        cid = self.wait_until(self.zk_controller, "a controller")
+        return self.brokers[cid]
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+        def attempt() -> bool:
+            body = {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 30000,
+                "validate_only": False,
+            }
+            resp = self.controller().request(ApiKey.CREATE_TOPICS, body)
+            code = resp["topics"][0]["error_code"]
+            assert code in (0, 36), resp  # NONE, TOPIC_ALREADY_EXISTS (a retried attempt)
+            return True
+
+        self.wait_until(attempt, f"creation of {name}")
+
+
+def summarize(view: dict) -> dict:
+    """The cluster-level facts of a Metadata response, comparable across brokers."""
+    return {
+        "brokers": sorted(b["node_id"] for b in view["brokers"]),
+        "controller": view["controller_id"],
+        "cluster_id": view["cluster_id"],
+        "topics": {
+            t["name"]: {
+                p["partition_index"]: (
+                    p["leader_id"],
+                    p["leader_epoch"],
+                    tuple(p["replica_nodes"]),
+                    tuple(sorted(p["isr_nodes"])),
+                )
+                for p in t["partitions"]
+            }
+            for t in view["topics"]
+            if t["error_code"] == 0
+        },
+    }
+
+
+@pytest.fixture(name="cluster_factory")
+def cluster_factory_fixture(
+    zk_ensemble: ZkEnsemble, tmp_path: Path
+) -> Iterator[Callable[..., Cluster]]:
+    """``cluster_factory(size=3, overrides={...})``: a started cluster, stopped after the test."""
+    made: list[Cluster] = []
+
+    def factory(size: int = 3, overrides: dict[str, str] | None = None) -> Cluster:
+        c = Cluster(zk_ensemble, tmp_path / f"cluster{len(made)}", size, overrides)
+        made.append(c)
+        return c.start()
+
+    yield factory
+    for c in made:
+        c.stop()
+
+
+@pytest.fixture(name="shared_cluster", scope="module")
+def shared_cluster_fixture(
+    zk_ensemble: ZkEnsemble, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """Three brokers shared by a module's tests that do not stop brokers."""
+    c = Cluster(zk_ensemble, tmp_path_factory.mktemp("cluster"), 3)
+    try:
+        yield c.start()
+    finally:
+        c.stop()

@@ -1,0 +1,187 @@
+"""The inter-broker control plane on three real brokers and a real ZooKeeper ensemble:
+registration, controller election and failover, LeaderAndIsr/UpdateMetadata propagation,
+controlled shutdown on SIGTERM, re-registration after a ZooKeeper session expiry, and the
+epoch fencing of the control RPCs.
+
+Data replication (follower fetching, ISR changes, acks=all) is covered by its own tests.
+"""
+
+from __future__ import annotations
+
+import json
+
+from cluster import (  # noqa: F401  (fixtures)
+    SESSION_TIMEOUT_MS,
+    Cluster,
+    cluster_factory_fixture,
+    shared_cluster_fixture,
+)
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
+
+ALL = {1, 2, 3}
+
+
+def _leaders(summary: dict, topic: str) -> dict[int, int]:
+    return {p: state[0] for p, state in summary["topics"][topic].items()}
+
+
+def _create_and_converge(cluster: Cluster, topic: str, partitions: int) -> dict:
+    cluster.create_topic(topic, partitions, 3)
+
+    def ready() -> dict | None:
+        s = cluster.converged([topic])
+        if s is None or len(s["topics"].get(topic, {})) != partitions:
+            return None
+        if any(st[0] < 0 for st in s["topics"][topic].values()):
+            return None
+        return s
+
+    return cluster.wait_until(ready, f"metadata of {topic} on every broker")
+
+
+def test_brokers_register_and_agree_on_the_controller(shared_cluster: Cluster) -> None:
+    c = shared_cluster
+    c.wait_until(lambda: c.registered() == ALL, "three registrations")
+    summary = c.wait_until(lambda: c.converged([]), "the same broker list and controller")
+    assert summary["brokers"] == [1, 2, 3]
+    assert summary["controller"] == c.zk_controller()
+    # Every broker advertises every other one on its registered endpoint.
+    view = c[1].metadata([])
+    ports = {b["node_id"]: b["port"] for b in view["brokers"]}
+    assert ports == {i: c[i].port for i in ALL}
+    assert len({v["cluster_id"] for v in c.views([]).values()}) == 1
+
+
+def test_replicated_topic_metadata_converges(shared_cluster: Cluster) -> None:
+    c = shared_cluster
+    summary = _create_and_converge(c, "rf3-spread", 6)
+    parts = summary["topics"]["rf3-spread"]
+    for leader, _epoch, replicas, isr in parts.values():
+        assert sorted(replicas) == [1, 2, 3]
+        assert isr == (1, 2, 3)
+        assert leader == replicas[0]  # the preferred replica leads a new partition
+    # Kafka's assignment spreads the preferred leaders over all brokers.
+    assert set(_leaders(summary, "rf3-spread").values()) == ALL
+
+
+def test_control_requests_are_fenced_by_epochs(shared_cluster: Cluster) -> None:
+    c = shared_cluster
+    c.wait_until(lambda: c.converged([]), "a converged cluster")
+    controller = c.controller()
+    follower = next(b for i, b in c.brokers.items() if i != controller.broker_id)
+    # An UpdateMetadata from controller epoch 0 (older than the live controller's): refused.
+    stale = follower.request(
+        ApiKey.UPDATE_METADATA,
+        {"controller_id": 99, "controller_epoch": 0, "broker_epoch": -1, "live_brokers": []},
+    )
+    assert stale["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH
+    # A LeaderAndIsr addressed to an earlier registration of the broker: refused.
+    old_epoch = follower.request(
+        ApiKey.LEADER_AND_ISR,
+        {"controller_id": 99, "controller_epoch": 1 << 30, "broker_epoch": 1, "live_leaders": []},
+    )
+    assert old_epoch["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+    # Only the controller answers ControlledShutdown.
+    resp = follower.request(ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": 1, "broker_epoch": -1})
+    assert resp["error_code"] == ErrorCode.NOT_CONTROLLER
+    # The refused requests changed nothing.
+    assert c.converged([]) is not None
+
+
+def test_controller_killed_another_takes_over(cluster_factory) -> None:
+    c = cluster_factory()
+    before = _create_and_converge(c, "failover", 3)
+    old = c.controller()
+    old.kill()
+    survivors = ALL - {old.broker_id}
+
+    def new_controller() -> dict | None:
+        s = c.converged(["failover"])
+        if s is None or s["controller"] == old.broker_id:
+            return None
+        if any(st[0] not in survivors for st in s["topics"]["failover"].values()):
+            return None
+        return s
+
+    after = c.wait_until(new_controller, "a new controller and converged metadata")
+    assert after["controller"] in survivors
+    assert c.zk_controller() == after["controller"]
+    assert after["brokers"] == sorted(survivors)
+    # Partitions the old controller led got a new leader (offline election: ISR ∩ alive); the
+    # others keep their ISR until their leader shrinks it (replica.lag.time.max.ms), as in Kafka.
+    for p, (_leader, epoch, _replicas, isr) in after["topics"]["failover"].items():
+        if before["topics"]["failover"][p][0] == old.broker_id:
+            assert epoch > before["topics"]["failover"][p][1]
+            assert old.broker_id not in isr
+    # The old controller comes back as an ordinary broker and learns the whole picture.
+    old.start()
+    back = c.wait_until(lambda: c.converged(["failover"]), "metadata with the broker back")
+    assert back["controller"] == after["controller"]
+    assert back["brokers"] == [1, 2, 3]
+
+
+def test_sigterm_moves_leadership_before_exit(cluster_factory) -> None:
+    c = cluster_factory()
+    topic = "controlled"
+    before = _create_and_converge(c, topic, 6)
+    controller = c.controller().broker_id
+    # A broker that leads partitions and is not the controller.
+    victim = next(b for b in sorted(set(_leaders(before, topic).values())) if b != controller)
+    led = [p for p, leader in _leaders(before, topic).items() if leader == victim]
+    assert led
+    code = c[victim].terminate()
+    assert code == 0, c[victim].log_tail()
+    assert "controlled shutdown succeeded" in c[victim].log_text()
+    # ZooKeeper's order of events: every moved partition's state was rewritten (new leader,
+    # ISR without the victim) before the victim's registration disappeared.
+    deregistered = c.zk.get("/brokers/ids")[1].pzxid
+    for p in led:
+        data, stat = c.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+        state = json.loads(data)
+        assert state["leader"] != victim
+        assert victim not in state["isr"]
+        assert stat.mzxid < deregistered, f"partition {p} moved only after the broker left"
+    after = c.wait_until(lambda: c.converged([topic]), "metadata without the stopped broker")
+    for p in led:
+        assert after["topics"][topic][p][0] in ALL - {victim}
+
+
+def test_session_expiry_reregisters(cluster_factory) -> None:
+    c = cluster_factory()
+    topic = "expiry"
+    _create_and_converge(c, topic, 3)
+    controller = c.controller().broker_id
+    victim = next(i for i in sorted(ALL) if i != controller)
+    _, stat = c.zk.get(f"/brokers/ids/{victim}")
+    epoch_before = stat.czxid
+    c[victim].pause()
+    try:
+        c.wait_until(
+            lambda: victim not in c.registered(),
+            "the paused broker's session to expire",
+            timeout=SESSION_TIMEOUT_MS / 1000 * 4 + 30,
+        )
+    finally:
+        c[victim].resume()
+
+    def reregistered() -> bool:
+        found = c.zk.exists(f"/brokers/ids/{victim}")
+        return found is not None and found.czxid > epoch_before
+
+    c.wait_until(reregistered, "re-registration with a new broker epoch")
+    summary = c.wait_until(lambda: c.converged([topic]), "metadata with the broker back")
+    assert summary["brokers"] == [1, 2, 3]
+    # The controller treated it as a restarted broker and gave it its replicas again.
+    assert all(victim in st[2] for st in summary["topics"][topic].values())
+    assert c[victim].running
+
+
+def test_control_rpc_versions_are_kafka_39s(shared_cluster: Cluster) -> None:
+    """Brokers announce keys 4-7 with the versions a 3.9 ZooKeeper-mode broker does."""
+    resp = shared_cluster[2].request(ApiKey.API_VERSIONS, {}, version=3)
+    versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+    assert versions[ApiKey.LEADER_AND_ISR] == (0, 7)
+    assert versions[ApiKey.STOP_REPLICA] == (0, 4)
+    assert versions[ApiKey.UPDATE_METADATA] == (0, 8)
+    assert versions[ApiKey.CONTROLLED_SHUTDOWN] == (0, 3)
