@@ -58,3 +58,13 @@ format: install
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info $(DATA)
+
+# Kubernetes control plane for the operator tests: etcd, kube-apiserver, kube-controller-manager
+# and kubectl built once from the Go module proxy (cached under ~/.cache/odradek).
+.PHONY: k8s-tools test-operator
+k8s-tools:
+	bash scripts/install-k8s-tools.sh
+
+# The operator against a real API server and a real broker (not part of `make test` yet).
+test-operator: install k8s-tools
+	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest tests/operator $(PYTEST_ARGS)

@@ -1,0 +1,7 @@
+"""`python -m odradek.operator`."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

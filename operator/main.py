@@ -1,0 +1,63 @@
+"""`odradek-operator` (also `python -m odradek.operator`): run the kopf operator.
+
+Handlers are registered into a private registry (nothing happens at import time), then kopf runs
+standalone, cluster-wide or in the namespaces given, until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import kopf
+
+from . import metrics
+from .config import OperatorConfig, load_config
+from .topic_model import GROUP
+from .topics import TopicHandlers
+
+FINALIZER = f"{GROUP}/finalizer"
+
+
+def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    TopicHandlers(cfg).register(registry)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Our own finalizer and annotation names, and no status.kopf (the CRD schema prunes it).
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key="last-handled-configuration"
+        )
+        # kopf's own log lines become events only from WARNING up; the handlers post their
+        # own events for every action.
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+
+    return registry
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg, args = load_config(argv)
+    kopf.configure(verbose=args.verbose)
+    logging.getLogger("odradek").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    registry = build_registry(cfg)
+    metrics.serve(cfg.metrics_port, cfg.metrics_address)
+    liveness = f"http://0.0.0.0:{cfg.liveness_port}/healthz" if cfg.liveness_port else None
+    kopf.run(
+        registry=registry,
+        standalone=cfg.standalone,
+        clusterwide=not cfg.namespaces,
+        namespaces=cfg.namespaces,
+        liveness_endpoint=liveness,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Fixtures for the operator tests: see kube_harness for what runs and how.
+
+These tests are collected only with ODRADEK_OPERATOR_TESTS=1 (`make test-operator` sets it): they
+need the Kubernetes binaries that `make k8s-tools` builds. With the variable set and the binaries
+missing they are skipped on a developer machine and FAIL under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kube_harness import (
+    CRDS,
+    START_TIMEOUT,
+    Broker,
+    ControlPlane,
+    Operator,
+    live_processes,
+    require_tools,
+    wait_until,
+)
+
+if os.environ.get("ODRADEK_OPERATOR_TESTS", "") not in ("1", "true"):
+    collect_ignore_glob = ["test_*.py"]
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def k8s_bin() -> Path:
+    return require_tools("etcd", "kube-apiserver", "kubectl")
+
+
+@pytest.fixture(scope="session")
+def kube(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A running API server with the project's CRDs installed."""
+    plane = ControlPlane(k8s_bin, tmp_path_factory.mktemp("kube"))
+    try:
+        plane.start()
+        plane.kubectl("apply", "--server-side", "-f", str(CRDS))
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_gc(kube: ControlPlane, k8s_bin: Path) -> ControlPlane:
+    """The control plane with kube-controller-manager (garbage collector) running."""
+    require_tools("kube-controller-manager")
+    kube.start_controller_manager()
+    return kube
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    b = Broker(tmp_path_factory.mktemp("broker")).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[[], Broker]]:
+    """Extra brokers owned by one test (for tests that stop them)."""
+    made: list[Broker] = []
+
+    def make() -> Broker:
+        b = Broker(tmp_path / f"broker-{len(made)}").start()
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(kube: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    op = Operator(kube, tmp_path_factory.mktemp("operator"))
+    op.process.start()
+
+    def up() -> bool:
+        op.process.check_alive()
+        try:
+            return "odradek_operator" in op.metrics()
+        except OSError:
+            return False
+
+    wait_until(up, START_TIMEOUT, what="the operator's metrics endpoint")
+    try:
+        yield op
+    finally:
+        op.process.stop()
+
+
+@pytest.fixture
+def namespace(kube: ControlPlane) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", name)
+    return name
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the tails of the control plane, broker and operator logs to a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and live_processes:
+        seen = set()
+        for p in live_processes:
+            if p.log_path in seen:
+                continue
+            seen.add(p.log_path)
+            report.sections.append((f"log {p.name}", p.tail(80)))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for p in reversed(live_processes):
+        p.stop()
+    live_processes.clear()

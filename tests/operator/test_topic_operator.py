@@ -1,0 +1,524 @@
+"""The Topic operator against a real API server (etcd + kube-apiserver) and a real broker.
+
+Each test works in a namespace of its own; the operator process is shared by the session and
+reaches the broker through the kafka.odradek.io/bootstrap-servers annotation (allowed by its
+test settings), or through a labelled Service where discovery itself is under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from kube_harness import Broker, ControlPlane, Operator, wait_until
+from odradek.broker.client import (
+    AdminClient,
+    AlterConfigOp,
+    ConfigResource,
+    ConfigSource,
+    ErrorCode,
+    KafkaError,
+)
+
+pytestmark = pytest.mark.timeout(600)
+
+ANNOTATION = "kafka.odradek.io/bootstrap-servers"
+
+
+def topic(
+    name: str,
+    *,
+    bootstrap: str | None,
+    partitions: int = 3,
+    cluster: str = "main",
+    **spec: Any,
+) -> dict:
+    meta: dict[str, Any] = {"name": name}
+    if bootstrap:
+        meta["annotations"] = {ANNOTATION: bootstrap}
+    return {
+        "apiVersion": "kafka.odradek.io/v1alpha1",
+        "kind": "Topic",
+        "metadata": meta,
+        "spec": {"cluster": cluster, "partitions": partitions, **spec},
+    }
+
+
+def condition(obj: dict | None, type_: str = "Ready") -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def wait_ready(kube: ControlPlane, ns: str, name: str, timeout: float = 90) -> dict:
+    """Wait until Ready is True for the resource's current generation; returns the object."""
+
+    def check() -> dict | None:
+        obj = kube.get("topic", name, ns)
+        if obj is None:
+            return None
+        gen = obj["metadata"]["generation"]
+        ready = condition(obj)
+        if (
+            ready.get("status") == "True"
+            and obj["status"].get("observedGeneration") == gen
+            and ready.get("observedGeneration") == gen
+        ):
+            return obj
+        return None
+
+    return wait_until(check, timeout, what=f"topic {ns}/{name} Ready")
+
+
+def wait_reason(kube: ControlPlane, ns: str, name: str, reason: str, timeout: float = 90) -> dict:
+    def check() -> dict | None:
+        obj = kube.get("topic", name, ns)
+        return obj if condition(obj).get("reason") == reason else None
+
+    return wait_until(check, timeout, what=f"topic {ns}/{name} reason {reason}")
+
+
+def events(kube: ControlPlane, ns: str, name: str) -> list[dict]:
+    out = kube.kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    ).stdout
+    return json.loads(out)["items"]
+
+
+def event_reasons(kube: ControlPlane, ns: str, name: str) -> set[str]:
+    return {e["reason"] for e in events(kube, ns, name)}
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def broker_topic(bootstrap: str, name: str) -> tuple[int, int, dict[str, str]] | None:
+    """(partitions, replication factor, config overrides) on the broker, or None."""
+
+    async def go() -> tuple[int, int, dict[str, str]] | None:
+        async with AdminClient(bootstrap) as admin:
+            try:
+                desc = await admin.describe_topic(name)
+            except KafkaError as e:
+                if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    return None
+                raise
+            entries = await admin.describe_topic_configs(name)
+            overrides = {
+                k: e.value
+                for k, e in entries.items()
+                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+            }
+            return len(desc.partitions), desc.replication_factor, overrides
+
+    return run(go())
+
+
+def alter_on_broker(bootstrap: str, name: str, ops: list[AlterConfigOp]) -> None:
+    async def go() -> None:
+        async with AdminClient(bootstrap) as admin:
+            await admin.incremental_alter_configs({ConfigResource.topic(name): ops})
+
+    run(go())
+
+
+def create_on_broker(bootstrap: str, name: str, partitions: int, config: dict[str, str]) -> None:
+    async def go() -> None:
+        async with AdminClient(bootstrap) as admin:
+            await admin.create_topic(name, partitions, 1, config)
+
+    run(go())
+
+
+# -- tests ---------------------------------------------------------------------------------
+
+
+def test_topic_applied_creates_the_topic(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(
+        topic(
+            "orders",
+            bootstrap=broker.bootstrap,
+            partitions=3,
+            replicas=1,
+            config={"retention.ms": "3600000", "cleanup.policy": "compact"},
+        ),
+        namespace,
+    )
+    obj = wait_ready(kube, namespace, "orders")
+    assert broker_topic(broker.bootstrap, "orders") == (
+        3,
+        1,
+        {"retention.ms": "3600000", "cleanup.policy": "compact"},
+    )
+    status = obj["status"]
+    assert status["observedGeneration"] == obj["metadata"]["generation"] == 1
+    assert status["topicName"] == "orders"
+    assert status["partitions"] == 3 and status["replicas"] == 1
+    assert status["config"] == {"cleanup.policy": "compact", "retention.ms": "3600000"}
+    assert status["topicId"]
+    assert not status.get("adopted")
+    assert condition(obj)["reason"] == "Reconciled"
+    assert "kafka.odradek.io/finalizer" in obj["metadata"]["finalizers"]
+    # defaults filled in by the schema
+    assert obj["spec"]["deletionPolicy"] == "Retain"
+    assert obj["spec"]["driftPolicy"] == "Revert"
+    assert {"Created", "Ready"} <= event_reasons(kube, namespace, "orders")
+    table = kube.kubectl("get", "topics", "-n", namespace).stdout
+    assert table.split("\n")[0].split() == [
+        "NAME",
+        "CLUSTER",
+        "TOPIC",
+        "PARTITIONS",
+        "REPLICAS",
+        "READY",
+        "REASON",
+        "AGE",
+    ]
+    assert "orders" in table and "Reconciled" in table
+    assert operator.metric("odradek_operator_actions_total", kind="Topic", action="create") >= 1
+
+
+def test_explain_describes_the_fields(kube: ControlPlane) -> None:
+    text = kube.kubectl("explain", "topics.spec.partitions").stdout
+    assert "never" in text and "lowered" in text
+    text = kube.kubectl("explain", "topics.spec.deletionPolicy").stdout
+    assert "Retain" in text and "Delete" in text
+
+
+def test_partitions_raised_from_3_to_6(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(topic("grow", bootstrap=broker.bootstrap, partitions=3), namespace)
+    wait_ready(kube, namespace, "grow")
+    assert broker_topic(broker.bootstrap, "grow")[0] == 3
+    kube.apply(topic("grow", bootstrap=broker.bootstrap, partitions=6), namespace)
+    obj = wait_ready(kube, namespace, "grow")
+    assert obj["metadata"]["generation"] == 2
+    assert obj["status"]["partitions"] == 6
+    assert broker_topic(broker.bootstrap, "grow")[0] == 6
+    assert "PartitionsAdded" in event_reasons(kube, namespace, "grow")
+
+
+def test_invalid_changes_are_rejected_at_apply_time(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(topic("fixed", bootstrap=broker.bootstrap, partitions=3), namespace)
+    wait_ready(kube, namespace, "fixed")
+
+    def rejected(manifest: dict) -> str:
+        r = kube.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps(manifest), check=False
+        )
+        assert r.returncode != 0, f"accepted: {manifest}"
+        return r.stderr
+
+    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=2))
+    assert "partitions cannot be decreased" in err
+    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=3, cluster="other"))
+    assert "spec.cluster cannot be changed" in err
+    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=3, topicName="renamed"))
+    assert "topicName cannot be added" in err
+    err = rejected(topic("bad-config", bootstrap=None, config={"Retention MS": "1"}))
+    assert "config keys" in err
+    err = rejected(topic("bad-replicas", bootstrap=None, replicas=0))
+    assert "replicas" in err
+    err = rejected(topic("bad-name", bootstrap=None, topicName="has space"))
+    assert "topicName" in err
+    err = rejected(topic("internal", bootstrap=None, topicName="__consumer_offsets"))
+    assert "reserved" in err
+    # nothing changed on the broker
+    assert broker_topic(broker.bootstrap, "fixed")[0] == 3
+    assert kube.get("topic", "fixed", namespace)["spec"]["partitions"] == 3
+
+
+def test_drift_is_reverted_under_revert(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(
+        topic("drifty", bootstrap=broker.bootstrap, config={"retention.ms": "100000"}),
+        namespace,
+    )
+    wait_ready(kube, namespace, "drifty")
+    alter_on_broker(
+        broker.bootstrap,
+        "drifty",
+        [AlterConfigOp.set("retention.ms", "5000"), AlterConfigOp.set("segment.ms", "60000")],
+    )
+    assert broker_topic(broker.bootstrap, "drifty")[2] == {
+        "retention.ms": "5000",
+        "segment.ms": "60000",
+    }
+
+    def reverted() -> dict | None:
+        obj = kube.get("topic", "drifty", namespace)
+        last = obj["status"].get("lastDrift") or {}
+        return obj if last.get("reverted") else None
+
+    obj = wait_until(reverted, 60, what="drift reverted")
+    fields = {d["field"]: d for d in obj["status"]["lastDrift"]["items"]}
+    assert fields["config.retention.ms"] == {
+        "field": "config.retention.ms",
+        "desired": "100000",
+        "actual": "5000",
+    }
+    assert fields["config.segment.ms"]["actual"] == "60000"
+    assert fields["config.segment.ms"]["desired"] == ""
+    obj = wait_ready(kube, namespace, "drifty")
+    assert broker_topic(broker.bootstrap, "drifty")[2] == {"retention.ms": "100000"}
+    assert obj["status"]["drift"] == []
+    assert condition(obj, "Drifted")["status"] == "False"
+    assert "DriftReverted" in event_reasons(kube, namespace, "drifty")
+    assert operator.metric("odradek_operator_drift_detected_total", policy="Revert") >= 1
+
+
+def test_drift_is_reported_under_report(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(
+        topic(
+            "watched",
+            bootstrap=broker.bootstrap,
+            config={"retention.ms": "100000"},
+            driftPolicy="Report",
+        ),
+        namespace,
+    )
+    wait_ready(kube, namespace, "watched")
+    alter_on_broker(broker.bootstrap, "watched", [AlterConfigOp.set("retention.ms", "7000")])
+    obj = wait_reason(kube, namespace, "watched", "Drifted")
+    assert obj["status"]["drift"] == [
+        {"field": "config.retention.ms", "desired": "100000", "actual": "7000"}
+    ]
+    assert condition(obj, "Drifted")["status"] == "True"
+    assert condition(obj)["status"] == "False"
+    assert obj["status"]["lastDrift"]["reverted"] is False
+    # reported, not reverted
+    assert broker_topic(broker.bootstrap, "watched")[2] == {"retention.ms": "7000"}
+    assert "DriftDetected" in event_reasons(kube, namespace, "watched")
+    # accepting the brokers' value in spec ends the drift
+    kube.apply(
+        topic(
+            "watched",
+            bootstrap=broker.bootstrap,
+            config={"retention.ms": "7000"},
+            driftPolicy="Report",
+        ),
+        namespace,
+    )
+    obj = wait_ready(kube, namespace, "watched")
+    assert obj["status"]["drift"] == []
+
+
+def test_delete_with_retain_keeps_the_topic(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(topic("kept", bootstrap=broker.bootstrap), namespace)
+    wait_ready(kube, namespace, "kept")
+    kube.kubectl("delete", "topic", "kept", "-n", namespace, "--timeout=60s")
+    assert kube.get("topic", "kept", namespace) is None
+    assert broker_topic(broker.bootstrap, "kept") is not None
+    assert "Retained" in event_reasons(kube, namespace, "kept")
+
+
+def test_delete_with_delete_removes_the_topic(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(topic("gone", bootstrap=broker.bootstrap, deletionPolicy="Delete"), namespace)
+    wait_ready(kube, namespace, "gone")
+    kube.kubectl("delete", "topic", "gone", "-n", namespace, "--timeout=60s")
+    assert kube.get("topic", "gone", namespace) is None
+    wait_until(lambda: broker_topic(broker.bootstrap, "gone") is None, 30, what="topic deleted")
+    assert "Deleted" in event_reasons(kube, namespace, "gone")
+
+
+def test_delete_while_the_broker_is_gone_does_not_hang(
+    kube: ControlPlane, broker_factory: Any, operator: Operator, namespace: str
+) -> None:
+    lonely = broker_factory()
+    kube.apply(topic("orphan", bootstrap=lonely.bootstrap, deletionPolicy="Delete"), namespace)
+    wait_ready(kube, namespace, "orphan")
+    lonely.stop()
+    kube.kubectl("delete", "topic", "orphan", "-n", namespace, "--wait=false")
+
+    # retried with back-off, reported in status, then released after the bound (15 s here)
+    def retrying() -> dict | None:
+        obj = kube.get("topic", "orphan", namespace)
+        return obj if obj is None or (obj.get("status") or {}).get("retry") else None
+
+    obj = wait_until(retrying, 60, what="a retry reported in status")
+    if obj is not None:
+        assert condition(obj)["reason"] == "ClusterUnreachable"
+    wait_until(
+        lambda: kube.get("topic", "orphan", namespace) is None, 120, what="resource released"
+    )
+    assert "DeletionAbandoned" in event_reasons(kube, namespace, "orphan")
+
+
+def test_cluster_found_through_its_service_and_retries_reported(
+    kube: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    # No bootstrap annotation: the operator looks for the cluster's labelled Service.
+    kube.apply(topic("lost", bootstrap=None, cluster="ghost"), namespace)
+    obj = wait_reason(kube, namespace, "lost", "ClusterNotFound")
+    assert "kafka.odradek.io/cluster=ghost" in condition(obj)["message"]
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "ghost-bootstrap",
+                "labels": {
+                    "kafka.odradek.io/cluster": "ghost",
+                    "kafka.odradek.io/bootstrap": "true",
+                },
+            },
+            "spec": {"clusterIP": "None", "ports": [{"name": "kafka", "port": 9092}]},
+        },
+        namespace,
+    )
+    # The Service's DNS name only resolves inside a cluster: unreachable from here, retried.
+    obj = wait_reason(kube, namespace, "lost", "ClusterUnreachable")
+    assert f"ghost-bootstrap.{namespace}.svc:9092" in condition(obj)["message"]
+
+    def retried() -> dict | None:
+        o = kube.get("topic", "lost", namespace)
+        retry = (o.get("status") or {}).get("retry") or {}
+        return o if retry.get("attempt", 0) >= 2 and retry.get("nextAttemptTime") else None
+
+    obj = wait_until(retried, 60, what="retry attempts counted in status")
+    assert f"ghost-bootstrap.{namespace}.svc:9092" in obj["status"]["retry"]["lastError"]
+    # never managed a topic: deleting it is immediate
+    kube.kubectl("delete", "topic", "lost", "-n", namespace, "--timeout=60s")
+    assert "Released" in event_reasons(kube, namespace, "lost")
+
+
+def test_existing_topic_is_adopted(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    create_on_broker(broker.bootstrap, "legacy", 4, {"retention.ms": "1000", "segment.ms": "9000"})
+    kube.apply(
+        topic("legacy", bootstrap=broker.bootstrap, partitions=4, config={"retention.ms": "2000"}),
+        namespace,
+    )
+    obj = wait_ready(kube, namespace, "legacy")
+    assert obj["status"]["adopted"] is True
+    assert broker_topic(broker.bootstrap, "legacy") == (4, 1, {"retention.ms": "2000"})
+    assert "Adopted" in event_reasons(kube, namespace, "legacy")
+
+
+def test_two_resources_for_one_topic_the_older_wins(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(
+        topic(
+            "first",
+            bootstrap=broker.bootstrap,
+            topicName="Shared_Topic",
+            config={"retention.ms": "1111"},
+        ),
+        namespace,
+    )
+    wait_ready(kube, namespace, "first")
+    kube.apply(
+        topic(
+            "second",
+            bootstrap=broker.bootstrap,
+            topicName="Shared_Topic",
+            config={"retention.ms": "2222"},
+        ),
+        namespace,
+    )
+    obj = wait_reason(kube, namespace, "second", "ResourceConflict")
+    assert f"{namespace}/first" in condition(obj)["message"]
+    assert broker_topic(broker.bootstrap, "Shared_Topic")[2] == {"retention.ms": "1111"}
+    assert wait_ready(kube, namespace, "first")
+    # the older one goes (Retain): the younger takes the topic over
+    kube.kubectl("delete", "topic", "first", "-n", namespace, "--timeout=60s")
+    obj = wait_ready(kube, namespace, "second")
+    assert obj["status"]["adopted"] is True
+    assert broker_topic(broker.bootstrap, "Shared_Topic")[2] == {"retention.ms": "2222"}
+
+
+def test_invalid_topics_are_not_ready_and_others_still_served(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(
+        topic("bad-key", bootstrap=broker.bootstrap, config={"no.such.config": "1"}), namespace
+    )
+    kube.apply(topic("too-many-replicas", bootstrap=broker.bootstrap, replicas=3), namespace)
+    kube.apply(topic("fine", bootstrap=broker.bootstrap), namespace)
+    obj = wait_reason(kube, namespace, "bad-key", "KafkaError")
+    assert "no.such.config" in condition(obj)["message"]
+    obj = wait_reason(kube, namespace, "too-many-replicas", "KafkaError")
+    assert "INVALID_REPLICATION_FACTOR" in condition(obj)["message"]
+    wait_ready(kube, namespace, "fine")
+    assert broker_topic(broker.bootstrap, "bad-key") is None
+    assert broker_topic(broker.bootstrap, "too-many-replicas") is None
+
+
+def test_create_delete_recreate_ten_times_ends_consistent(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    name = "churn"
+    for i in range(10):
+        kube.apply(
+            topic(
+                name,
+                bootstrap=broker.bootstrap,
+                partitions=2,
+                deletionPolicy="Delete",
+                config={"retention.ms": str(60000 + i)},
+            ),
+            namespace,
+        )
+        wait_ready(kube, namespace, name)
+        assert broker_topic(broker.bootstrap, name) == (2, 1, {"retention.ms": str(60000 + i)})
+        kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
+        wait_until(
+            lambda: broker_topic(broker.bootstrap, name) is None, 30, what=f"round {i}: deleted"
+        )
+    kube.apply(topic(name, bootstrap=broker.bootstrap, partitions=5), namespace)
+    obj = wait_ready(kube, namespace, name)
+    assert obj["status"]["adopted"] is not True
+    assert broker_topic(broker.bootstrap, name) == (5, 1, {})
+    reasons = [e["reason"] for e in events(kube, namespace, name)]
+    assert "DeletionAbandoned" not in reasons and "DeleteFailed" not in reasons
+
+
+def test_owned_objects_are_garbage_collected(
+    kube_gc: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    """kube-controller-manager runs: an object owned by a Topic goes with it (what generated
+    Secrets of User resources will rely on)."""
+    kube = kube_gc
+    kube.apply(topic("owner", bootstrap=broker.bootstrap), namespace)
+    obj = wait_ready(kube, namespace, "owner")
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "owned",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "kafka.odradek.io/v1alpha1",
+                        "kind": "Topic",
+                        "name": "owner",
+                        "uid": obj["metadata"]["uid"],
+                    }
+                ],
+            },
+            "data": {"k": "v"},
+        },
+        namespace,
+    )
+    kube.kubectl("delete", "topic", "owner", "-n", namespace, "--timeout=60s")
+    wait_until(
+        lambda: kube.get("configmap", "owned", namespace) is None, 120, what="garbage collection"
+    )
