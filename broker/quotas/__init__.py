@@ -1,0 +1,1 @@
+"""Client quotas: configuration with Kafka's precedence, sliding-window rates, throttle times."""

@@ -1,0 +1,313 @@
+"""ACLs in the metadata store at Kafka's paths, and the listener that keeps a cache current.
+
+Layout (reference §1.2): literal patterns in `/kafka-acl/<Type>/<name>`, prefixed ones in
+`/kafka-acl-extended/prefixed/<Type>/<name>`, both `{"version":1,"acls":[...]}` with CamelCase
+names. After a change the writer adds a sequential notification: `/kafka-acl-changes/` holds
+`<Type>:<name>` for literal patterns, `/kafka-acl-extended-changes/` a small JSON for the others.
+Brokers re-read the named resource when they see a notification. All functions here block;
+async callers run them on the metadata-store executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+from ..cluster import zk_data as zk
+from ..cluster.kafka_zk import KafkaZk
+from ..cluster.metadata_store import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    WatchedEvent,
+    run_blocking,
+)
+from .acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclCache,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    camel_name,
+    operation_from_name,
+    permission_from_name,
+    resource_type_from_name,
+)
+
+log = logging.getLogger(__name__)
+
+LITERAL_ROOT = "/kafka-acl"
+PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
+LITERAL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+CHANGE_PREFIX = "acl_changes_"
+NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
+STORED_RESOURCE_TYPES = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+    ResourceType.DELEGATION_TOKEN,
+    ResourceType.USER,
+)
+
+
+def _root(pattern_type: PatternType) -> str:
+    return PREFIXED_ROOT if pattern_type == PatternType.PREFIXED else LITERAL_ROOT
+
+
+def resource_path(pattern: ResourcePattern) -> str:
+    return f"{_root(pattern.pattern_type)}/{camel_name(pattern.resource_type)}/{pattern.name}"
+
+
+def encode_acls(entries: Iterable[AccessControlEntry]) -> bytes:
+    acls = [
+        {
+            "principal": e.principal,
+            "permissionType": camel_name(e.permission),
+            "operation": camel_name(e.operation),
+            "host": e.host,
+        }
+        for e in sorted(entries)
+    ]
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+
+
+def decode_acls(data: bytes | None) -> set[AccessControlEntry]:
+    if not data:
+        return set()
+    doc = json.loads(bytes(data).decode("utf-8"))
+    return {
+        AccessControlEntry(
+            a["principal"],
+            a["host"],
+            operation_from_name(a["operation"]),
+            permission_from_name(a["permissionType"]),
+        )
+        for a in doc.get("acls", [])
+    }
+
+
+def encode_literal_change(pattern: ResourcePattern) -> bytes:
+    return f"{camel_name(pattern.resource_type)}:{pattern.name}".encode()
+
+
+def encode_extended_change(pattern: ResourcePattern) -> bytes:
+    doc = {
+        "version": 1,
+        "resourceType": pattern.resource_type.name,
+        "name": pattern.name,
+        "patternType": pattern.pattern_type.name,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_change(root: str, data: bytes) -> ResourcePattern:
+    text = bytes(data).decode("utf-8")
+    if root == LITERAL_CHANGES:
+        kind, _, name = text.partition(":")
+        return ResourcePattern(resource_type_from_name(kind), name, PatternType.LITERAL)
+    doc = json.loads(text)
+    return ResourcePattern(
+        ResourceType[doc["resourceType"]], doc["name"], PatternType[doc["patternType"]]
+    )
+
+
+# -- blocking store operations --------------------------------------------------------------
+
+
+def get_acls(zkc: KafkaZk, pattern: ResourcePattern) -> tuple[set[AccessControlEntry], int]:
+    """Entries of one pattern and the znode version (-1 when absent)."""
+    found = zkc.get_data(resource_path(pattern))
+    if found is None:
+        return set(), -1
+    return decode_acls(found[0]), found[1].version
+
+
+def load_all(zkc: KafkaZk) -> dict[ResourcePattern, set[AccessControlEntry]]:
+    out: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+        root = _root(pattern_type)
+        for type_name in zkc.children(root):
+            try:
+                rtype = resource_type_from_name(type_name)
+            except ValueError:
+                log.warning("Ignoring ACLs of unknown resource type %s", type_name)
+                continue
+            for name in zkc.children(f"{root}/{type_name}"):
+                pattern = ResourcePattern(rtype, name, pattern_type)
+                entries, _ = get_acls(zkc, pattern)
+                if entries:
+                    out[pattern] = entries
+    return out
+
+
+def all_bindings(zkc: KafkaZk) -> list[AclBinding]:
+    return sorted(
+        AclBinding(p, e) for p, entries in load_all(zkc).items() for e in entries
+    )
+
+
+def _notify(zkc: KafkaZk, pattern: ResourcePattern) -> None:
+    if pattern.pattern_type == PatternType.LITERAL:
+        root, data = LITERAL_CHANGES, encode_literal_change(pattern)
+    else:
+        root, data = EXTENDED_CHANGES, encode_extended_change(pattern)
+    zkc.store.ensure_path(root)
+    zkc.store.create(f"{root}/{CHANGE_PREFIX}", data, sequential=True)
+
+
+def update_acls(
+    zkc: KafkaZk,
+    pattern: ResourcePattern,
+    change: Callable[[set[AccessControlEntry]], set[AccessControlEntry]],
+) -> bool:
+    """Apply `change` to the pattern's entries with conditional writes (retried on conflicts);
+    the node is deleted when nothing is left. Returns whether anything changed."""
+    path = resource_path(pattern)
+    while True:
+        current, version = get_acls(zkc, pattern)
+        new = change(set(current))
+        if new == current:
+            return False
+        try:
+            if version < 0:
+                zkc.create_recursive(path, encode_acls(new))
+            elif new:
+                zkc.store.set(path, encode_acls(new), version)
+            else:
+                zkc.store.delete(path, version)
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            continue
+        _notify(zkc, pattern)
+        return True
+
+
+def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> None:
+    """Add bindings (already validated), one conditional update per resource pattern."""
+    by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for b in bindings:
+        by_pattern.setdefault(b.pattern, set()).add(b.entry)
+    for pattern, entries in by_pattern.items():
+        update_acls(zkc, pattern, lambda cur, add=entries: cur | add)
+
+
+def delete_acls(zkc: KafkaZk, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+    """Delete every binding matching any filter; returns, per filter, what it matched."""
+    existing = load_all(zkc)
+    matched: list[list[AclBinding]] = [[] for _ in filters]
+    doomed: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for pattern, entries in existing.items():
+        for e in entries:
+            binding = AclBinding(pattern, e)
+            for i, f in enumerate(filters):
+                if f.matches(binding):
+                    matched[i].append(binding)
+                    doomed.setdefault(pattern, set()).add(e)
+    for pattern, entries in doomed.items():
+        update_acls(zkc, pattern, lambda cur, gone=entries: cur - gone)
+    return [sorted(m) for m in matched]
+
+
+def describe_acls(zkc: KafkaZk, f: AclBindingFilter) -> list[AclBinding]:
+    return [b for b in all_bindings(zkc) if f.matches(b)]
+
+
+# -- the cache-keeping listener -------------------------------------------------------------
+
+
+class AclChangeListener:
+    """Loads every ACL into `cache`, then re-reads each resource named by a new notification
+    under either change root. Watches fire on store threads; the work runs on the loop."""
+
+    def __init__(
+        self,
+        zkc: KafkaZk,
+        cache: AclCache,
+        *,
+        executor: Executor | None = None,
+        expiry_ms: int = NOTIFICATION_EXPIRY_MS,
+    ) -> None:
+        self.zk = zkc
+        self.cache = cache
+        self.expiry_ms = expiry_ms
+        self._executor = executor
+        self._last: dict[str, int] = {LITERAL_CHANGES: -1, EXTENDED_CHANGES: -1}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._watch = self._on_watch
+
+    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await run_blocking(self._executor, fn, *args)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        for root in self._last:
+            await self._io(self.zk.store.ensure_path, root)
+            children = await self._io(self.zk.children, root)
+            seqs = [zk.sequence_number(c) for c in children if c.startswith(CHANGE_PREFIX)]
+            self._last[root] = max(seqs, default=-1)
+        self.cache.replace_all(await self._io(load_all, self.zk))
+        await self._process()
+        self._task = asyncio.create_task(self._run(), name="acl-change-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def _on_watch(self, _event: WatchedEvent) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._process()
+            except Exception:
+                log.exception("Processing ACL change notifications failed")
+
+    async def _process(self) -> None:
+        now = int(time.time() * 1000)
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            children = await self._io(self.zk.children, root, self._watch)
+            for child in sorted(c for c in children if c.startswith(CHANGE_PREFIX)):
+                seq = zk.sequence_number(child)
+                path = f"{root}/{child}"
+                if seq > self._last[root]:
+                    found = await self._io(self.zk.get_data, path)
+                    if found is not None:
+                        try:
+                            pattern = decode_change(root, found[0])
+                            entries, _ = await self._io(get_acls, self.zk, pattern)
+                            self.cache.set(pattern, entries)
+                        except Exception:
+                            log.exception("Could not apply ACL change %s", path)
+                    self._last[root] = seq
+                await self._io(self._purge, path, now)
+
+    def _purge(self, path: str, now: int) -> None:
+        stat = self.zk.store.exists(path)
+        if stat is not None and now - stat.ctime > self.expiry_ms:
+            try:
+                self.zk.store.delete(path)
+            except NoNodeError:
+                pass

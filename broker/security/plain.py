@@ -1,0 +1,97 @@
+"""SASL/PLAIN (RFC 4616), server side, against users from the broker's configuration.
+
+Users come from Kafka's own property, the JAAS text of
+`listener.name.<listener>.plain.sasl.jaas.config` (or the listener-less `sasl.jaas.config`):
+every `user_<name>="<password>"` option of the PlainLoginModule entry is a user. The JAAS
+grammar we accept is the part Kafka users write: `<LoginModule class> <flag> key="value" ... ;`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+class PlainAuthError(Exception):
+    """Bad credentials or a malformed message: SASL_AUTHENTICATION_FAILED, then close."""
+
+
+def parse_jaas_options(text: str) -> dict[str, str]:
+    """The key=value options of a single JAAS login-module entry."""
+    out = {}
+    for m in _OPTION.finditer(text):
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        out[m.group(1)] = re.sub(r"\\(.)", r"\1", value)
+    return out
+
+
+def plain_users_from_jaas(text: str) -> dict[str, str]:
+    return {
+        k[len("user_") :]: v
+        for k, v in parse_jaas_options(text).items()
+        if k.startswith("user_") and len(k) > len("user_")
+    }
+
+
+def plain_users(props: Mapping[str, str], listener: str) -> dict[str, str]:
+    """PLAIN users of `listener`: its own JAAS config, else the broker-wide `sasl.jaas.config`."""
+    for key in (f"listener.name.{listener.lower()}.plain.sasl.jaas.config", "sasl.jaas.config"):
+        text = props.get(key)
+        if text:
+            return plain_users_from_jaas(str(text))
+    return {}
+
+
+@dataclass(frozen=True)
+class PlainMessage:
+    authzid: str
+    username: str
+    password: str
+
+
+def parse_plain(token: bytes) -> PlainMessage:
+    parts = bytes(token).split(b"\x00")
+    if len(parts) != 3:
+        raise PlainAuthError("Invalid SASL/PLAIN response: expected 3 tokens")
+    try:
+        authzid, username, password = (p.decode("utf-8") for p in parts)
+    except UnicodeDecodeError:
+        raise PlainAuthError("Invalid SASL/PLAIN response: not UTF-8") from None
+    if not username:
+        raise PlainAuthError("Authentication failed: username not specified")
+    if not password:
+        raise PlainAuthError("Authentication failed: password not specified")
+    return PlainMessage(authzid, username, password)
+
+
+class PlainServer:
+    """One PLAIN exchange: a single client message, an empty reply on success."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = users
+        self.authorization_id: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.authorization_id is not None
+
+    def evaluate(self, token: bytes) -> bytes:
+        if self.complete:
+            raise PlainAuthError("Unexpected SASL/PLAIN message after authentication")
+        msg = parse_plain(token)
+        if msg.authzid and msg.authzid != msg.username:
+            raise PlainAuthError(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
+        expected = self._users.get(msg.username)
+        if expected is None or not hmac.compare_digest(
+            expected.encode("utf-8"), msg.password.encode("utf-8")
+        ):
+            raise PlainAuthError("Authentication failed: Invalid username or password")
+        self.authorization_id = msg.username
+        return b""

@@ -1,0 +1,157 @@
+"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31): ACLs in the metadata store.
+
+Handlers read and write the store directly (any broker can answer); brokers' authorizer caches
+follow through the ACL change notifications the writes leave behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...security import acl_store
+from ...security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    validate_binding,
+)
+from .registry import RequestContext, handles
+
+
+def _filter(d: dict[str, Any]) -> AclBindingFilter:
+    try:
+        f = AclBindingFilter(
+            ResourceType(d["resource_type_filter"]),
+            d["resource_name_filter"],
+            PatternType(d.get("pattern_type_filter", PatternType.LITERAL)),
+            d["principal_filter"],
+            d["host_filter"],
+            AclOperation(d["operation"]),
+            AclPermissionType(d["permission_type"]),
+        )
+    except ValueError as e:
+        raise InvalidAclError(f"Invalid ACL filter: {e}") from None
+    f.validate()
+    return f
+
+
+def _binding(d: dict[str, Any]) -> AclBinding:
+    try:
+        b = AclBinding(
+            ResourcePattern(
+                ResourceType(d["resource_type"]),
+                d["resource_name"],
+                PatternType(d.get("resource_pattern_type", PatternType.LITERAL)),
+            ),
+            AccessControlEntry(
+                d["principal"],
+                d["host"],
+                AclOperation(d["operation"]),
+                AclPermissionType(d["permission_type"]),
+            ),
+        )
+    except ValueError as e:
+        raise InvalidAclError(f"Invalid ACL: {e}") from None
+    validate_binding(b)
+    return b
+
+
+@handles(ApiKey.DESCRIBE_ACLS, "0-3")
+async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    try:
+        f = _filter(req)
+    except InvalidAclError as e:
+        return {
+            "throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+            "error_message": str(e), "resources": [],
+        }  # fmt: skip
+    bindings = await ctx.broker._io(acl_store.describe_acls, ctx.broker.zk, f)
+    grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
+    for b in bindings:
+        if ctx.version == 0 and b.pattern.pattern_type != PatternType.LITERAL:
+            continue  # v0 cannot express prefixed patterns
+        grouped.setdefault(b.pattern, []).append(b.entry)
+    resources = [
+        {
+            "resource_type": p.resource_type,
+            "resource_name": p.name,
+            "pattern_type": p.pattern_type,
+            "acls": [
+                {
+                    "principal": e.principal,
+                    "host": e.host,
+                    "operation": e.operation,
+                    "permission_type": e.permission,
+                }
+                for e in entries
+            ],
+        }
+        for p, entries in grouped.items()
+    ]
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": resources}
+
+
+@handles(ApiKey.CREATE_ACLS, "0-3")
+async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    valid: list[AclBinding] = []
+    for c in req["creations"]:
+        try:
+            valid.append(_binding(c))
+            results.append({"error_code": 0, "error_message": None})
+        except InvalidAclError as e:
+            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
+    if valid:
+        await ctx.broker._io(acl_store.create_acls, ctx.broker.zk, valid)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handles(ApiKey.DELETE_ACLS, "0-3")
+async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    filters: list[AclBindingFilter | None] = []
+    errors: list[str | None] = []
+    for d in req["filters"]:
+        try:
+            filters.append(_filter(d))
+            errors.append(None)
+        except InvalidAclError as e:
+            filters.append(None)
+            errors.append(str(e))
+    valid = [f for f in filters if f is not None]
+    matched = await ctx.broker._io(acl_store.delete_acls, ctx.broker.zk, valid) if valid else []
+    it = iter(matched)
+    out = []
+    for f, err in zip(filters, errors, strict=True):
+        if f is None:
+            out.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": err,
+                        "matching_acls": []})  # fmt: skip
+            continue
+        out.append(
+            {
+                "error_code": 0,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": 0,
+                        "error_message": None,
+                        "resource_type": b.pattern.resource_type,
+                        "resource_name": b.pattern.name,
+                        "pattern_type": b.pattern.pattern_type,
+                        "principal": b.entry.principal,
+                        "host": b.entry.host,
+                        "operation": b.entry.operation,
+                        "permission_type": b.entry.permission,
+                    }
+                    for b in next(it)
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "filter_results": out}

@@ -1,0 +1,52 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): quotas in /config/users, /config/clients
+and /config/ips, announced through /config/changes so every broker applies them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...quotas import config as qc
+from .registry import RequestContext, handles
+
+
+@handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, "0-1")
+async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    try:
+        comps = [
+            qc.Component(c["entity_type"], qc.MatchType(c["match_type"]), c["match"])
+            for c in req["components"]
+        ]
+        qc.validate_filter(comps)
+    except (ValueError, qc.InvalidQuotaError) as e:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": str(e), "entries": None}  # fmt: skip
+    found = await ctx.broker._io(qc.describe_quotas, ctx.broker.zk, comps, req["strict"])
+    entries = [
+        {
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+            "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+        }
+        for entity, values in sorted(found.items(), key=lambda kv: repr(kv[0]))
+    ]
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+
+
+@handles(ApiKey.ALTER_CLIENT_QUOTAS, "0-1")
+async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    for e in req["entries"]:
+        result: dict[str, Any] = {"error_code": 0, "error_message": None, "entity": e["entity"]}
+        out.append(result)
+        try:
+            entity = qc.make_entity((c["entity_type"], c["entity_name"]) for c in e["entity"])
+            ops = [(op["key"], None if op["remove"] else op["value"]) for op in e["ops"]]
+            qc.validate_ops(entity, ops)
+        except qc.InvalidQuotaError as err:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = str(err)
+            continue
+        if not req["validate_only"] and ops:
+            await ctx.broker._io(qc.alter_quotas, ctx.broker.zk, entity, dict(ops))
+    return {"throttle_time_ms": 0, "entries": out}
