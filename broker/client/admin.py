@@ -7,6 +7,8 @@ and message (naming the topic or resource). Methods that act on several items ac
 
 from __future__ import annotations
 
+import hashlib
+import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,16 @@ from .cluster import (
 from .connection import BrokerConnection
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPatternType",
+    "AclPermissionType",
+    "AclResourceType",
+    "QuotaMatchType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
+    "ScramUpsertion",
     "AdminClient",
     "AlterConfigOp",
     "AlterConfigOpType",
@@ -823,6 +835,181 @@ class AdminClient:
             out[node_id] = dirs
         return out
 
+    # -- ACLs -----------------------------------------------------------------------------
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Create ACL bindings (CreateAcls); raises the first binding's error."""
+        body = {"creations": [_acl_creation(b) for b in bindings]}
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.CREATE_ACLS, body, min_version=1),
+            what="CreateAcls",
+        )
+        _raise_any(
+            error_of(r["error_code"], r.get("error_message"), "CreateAcls") for r in resp["results"]
+        )
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        body = _acl_filter_body(acl_filter)
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.DESCRIBE_ACLS, body, min_version=1),
+            what="DescribeAcls",
+        )
+        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeAcls")
+        if error is not None:
+            raise error
+        return [
+            AclBinding(
+                r["resource_type"],
+                r["resource_name"],
+                r["pattern_type"],
+                a["principal"],
+                a["host"],
+                a["operation"],
+                a["permission_type"],
+            )  # fmt: skip
+            for r in resp["resources"]
+            for a in r["acls"]
+        ]
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete the bindings matching each filter; returns what each filter deleted."""
+        body = {"filters": [_acl_filter_body(f) for f in filters]}
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.DELETE_ACLS, body, min_version=1),
+            what="DeleteAcls",
+        )
+        out = []
+        for r in resp["filter_results"]:
+            error = error_of(r["error_code"], r.get("error_message"), "DeleteAcls")
+            if error is not None:
+                raise error
+            out.append(
+                [
+                    AclBinding(
+                        m["resource_type"],
+                        m["resource_name"],
+                        m["pattern_type"],
+                        m["principal"],
+                        m["host"],
+                        m["operation"],
+                        m["permission_type"],
+                    )  # fmt: skip
+                    for m in r["matching_acls"]
+                ]
+            )
+        return out
+
+    async def _any_request(self, api_key: int, body: dict, *, min_version: int = 0) -> dict:
+        conn = await self.cluster.any_connection()
+        return await conn.request(api_key, body, min_version=min_version)
+
+    # -- SCRAM credentials ----------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """Mechanisms and iterations per user (all users with credentials when `users` is
+        None). Raises RESOURCE_NOT_FOUND for a named user without credentials."""
+        body = {"users": None if users is None else [{"name": u} for u in users]}
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body),
+            what="DescribeUserScramCredentials",
+        )
+        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeUserScram")
+        if error is not None:
+            raise error
+        out = {}
+        for r in resp["results"]:
+            error = error_of(r["error_code"], r.get("error_message"), f"user {r['user']!r}")
+            if error is not None:
+                raise error
+            out[r["user"]] = [
+                ScramCredentialInfo(c["mechanism"], c["iterations"]) for c in r["credential_infos"]
+            ]
+        return out
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[ScramUpsertion] = (),
+        deletions: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """Create or replace credentials (the password is salted and hashed here; only the
+        salted password travels) and delete (user, mechanism) pairs. Sent to the controller."""
+        body = {
+            "deletions": [{"name": u, "mechanism": m} for u, m in deletions],
+            "upsertions": [u.to_body() for u in upsertions],
+        }
+
+        async def attempt() -> dict:
+            conn = await self.cluster.controller_connection()
+            return await conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
+
+        resp = await self.cluster.retry(attempt, what="AlterUserScramCredentials")
+        _raise_any(
+            error_of(r["error_code"], r.get("error_message"), f"user {r['user']!r}")
+            for r in resp["results"]
+        )
+
+    # -- client quotas --------------------------------------------------------------------
+
+    async def describe_client_quotas(
+        self,
+        components: Sequence[tuple[str, int, str | None]] = (),
+        *,
+        strict: bool = False,
+    ) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        """Quotas by entity. `components`: (entity type, QuotaMatchType, name); entities are
+        sorted tuples of (type, name), name None for a default entity."""
+        body = {
+            "components": [
+                {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
+            ],
+            "strict": strict,
+        }
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, body),
+            what="DescribeClientQuotas",
+        )
+        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeClientQuotas")
+        if error is not None:
+            raise error
+        return {
+            tuple(sorted((e["entity_type"], e["entity_name"]) for e in entry["entity"])): {
+                v["key"]: v["value"] for v in entry["values"]
+            }
+            for entry in resp["entries"] or []
+        }
+
+    async def alter_client_quotas(
+        self,
+        alterations: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set quota values (None removes a key) per entity, e.g.
+        `{(("client-id", "app"),): {"producer_byte_rate": 1048576}}`."""
+        body = {
+            "entries": [
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "ops": [
+                        {"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                        for k, v in ops.items()
+                    ],
+                }
+                for entity, ops in alterations.items()
+            ],
+            "validate_only": validate_only,
+        }
+        resp = await self.cluster.retry(
+            lambda: self._any_request(ApiKey.ALTER_CLIENT_QUOTAS, body),
+            what="AlterClientQuotas",
+        )
+        _raise_any(
+            error_of(r["error_code"], r.get("error_message"), "AlterClientQuotas")
+            for r in resp["entries"]
+        )
+
 
 def _node_key(node: BrokerNode) -> int:
     return node.node_id
@@ -893,3 +1080,129 @@ async def list_offsets_request(
             else:
                 out[tp] = ListedOffset(p["offset"], p["timestamp"], p["leader_epoch"])
     return out
+
+
+# -- ACL, SCRAM and quota types (wire values as Kafka's) --------------------------------------
+
+
+class AclResourceType(IntEnum):
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class AclPatternType(IntEnum):
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(IntEnum):
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(IntEnum):
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    resource_type: int
+    name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """None matches any name, principal or host."""
+
+    resource_type: int = AclResourceType.ANY
+    name: str | None = None
+    pattern_type: int = AclPatternType.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: int = AclOperation.ANY
+    permission: int = AclPermissionType.ANY
+
+
+def _acl_creation(b: AclBinding) -> dict:
+    return {
+        "resource_type": int(b.resource_type), "resource_name": b.name,
+        "resource_pattern_type": int(b.pattern_type), "principal": b.principal,
+        "host": b.host, "operation": int(b.operation), "permission_type": int(b.permission),
+    }  # fmt: skip
+
+
+def _acl_filter_body(f: AclBindingFilter) -> dict:
+    return {
+        "resource_type_filter": int(f.resource_type), "resource_name_filter": f.name,
+        "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal,
+        "host_filter": f.host, "operation": int(f.operation),
+        "permission_type": int(f.permission),
+    }  # fmt: skip
+
+
+class ScramMechanism(IntEnum):
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    mechanism: int
+    iterations: int
+
+
+@dataclass(frozen=True)
+class ScramUpsertion:
+    """A user's password for one mechanism; salted and hashed on the client (RFC 5802 Hi)."""
+
+    user: str
+    mechanism: int
+    password: str
+    iterations: int = 4096
+    salt: bytes = field(default_factory=lambda: os.urandom(32))
+
+    def to_body(self) -> dict:
+        digest = {1: "sha256", 2: "sha512"}.get(int(self.mechanism), "sha256")
+        salted = hashlib.pbkdf2_hmac(digest, self.password.encode(), self.salt, self.iterations)
+        return {
+            "name": self.user, "mechanism": int(self.mechanism), "iterations": self.iterations,
+            "salt": self.salt, "salted_password": salted,
+        }  # fmt: skip
+
+
+def _raise_any(errors: Iterable[KafkaError | None]) -> None:
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+class QuotaMatchType(IntEnum):
+    EXACT = 0
+    DEFAULT = 1
+    SPECIFIED = 2

@@ -188,7 +188,7 @@ def parse_client_first(data: bytes) -> ClientFirst:
         if not authz.startswith("a="):
             raise ScramAuthError("Invalid authorization identity")
         authzid = decode_saslname(authz[2:])
-    attrs = _attributes(bare)
+    attrs = _attributes(",".join(bare.split(",")[:2]))  # extensions follow n= and r=
     if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r":
         raise ScramAuthError("client-first-message must start with n= and r=")
     if not attrs[1][1]:
@@ -282,9 +282,7 @@ class ScramServer:
         self._credential = credential
         self._pending_principal = principal
         nonce = first.nonce + self._server_nonce
-        self._server_first = (
-            f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
-        )
+        self._server_first = f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = "awaiting-final"
         return self._server_first.encode("utf-8")
 

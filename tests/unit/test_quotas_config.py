@@ -1,0 +1,110 @@
+"""Quota entities, validation, storage at Kafka's paths, and the precedence of quota levels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from odradek.broker.cluster.embedded_store import EmbeddedStore
+from odradek.broker.cluster.kafka_zk import KafkaZk
+from odradek.broker.quotas import config as qc
+from odradek.broker.quotas.manager import QuotaManager
+from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+
+P = qc.PRODUCER_BYTE_RATE
+
+
+def test_entity_validation() -> None:
+    assert qc.entity_path(qc.make_entity([("user", "a b")])) == ("users", "a%20b")
+    assert qc.entity_path(qc.make_entity([("client-id", "c"), ("user", None)])) == (
+        "users",
+        "<default>/clients/c",
+    )
+    for bad in ([("user", "a"), ("user", "b")], [("ip", "1.2.3.4"), ("user", "a")], [("x", "y")]):
+        with pytest.raises(qc.InvalidQuotaError):
+            qc.make_entity(bad)
+    entity = qc.make_entity([("user", "a")])
+    for ops in ([("nope", 1.0)], [(P, 1.5)], [(P, -1.0)]):
+        with pytest.raises(qc.InvalidQuotaError):
+            qc.validate_ops(entity, ops)
+    qc.validate_ops(entity, [(P, 1024.0), (qc.REQUEST_PERCENTAGE, 12.5)])
+
+
+def test_storage_keeps_other_keys_and_notifies(tmp_path: Path) -> None:
+    store = EmbeddedStore(str(tmp_path / "meta"))
+    try:
+        zkc = KafkaZk(store)
+        zkc.create_top_level_paths()
+        zkc.set_entity_config("users", "alice", {"SCRAM-SHA-256": "salt=x"})
+        qc.alter_quotas(zkc, qc.make_entity([("user", "alice")]), {P: 1024.0})
+        qc.alter_quotas(zkc, qc.make_entity([("user", "alice"), ("client-id", None)]), {P: 5.0})
+        qc.alter_quotas(zkc, qc.make_entity([("client-id", "app")]), {qc.CONSUMER_BYTE_RATE: 9.0})
+        assert json.loads(store.get("/config/users/alice")[0])["config"] == {
+            "SCRAM-SHA-256": "salt=x",
+            P: "1024",
+        }
+        assert store.exists("/config/users/alice/clients/<default>") is not None
+        changes = [
+            store.get(f"/config/changes/{c}")[0] for c in store.get_children("/config/changes")
+        ]
+        assert b'"entity_path":"users/alice/clients/<default>"' in b"".join(changes)
+        everything = qc.all_quotas(zkc)
+        assert everything[(("user", "alice"),)] == {P: 1024.0}
+        comps = [qc.Component("user", qc.MatchType.EXACT, "alice")]
+        assert len(qc.describe_quotas(zkc, comps, strict=False)) == 2
+        assert list(qc.describe_quotas(zkc, comps, strict=True)) == [(("user", "alice"),)]
+        default_client = [qc.Component("client-id", qc.MatchType.DEFAULT)]
+        assert list(qc.describe_quotas(zkc, default_client, strict=False)) == [
+            (("client-id", None), ("user", "alice"))
+        ]
+        qc.alter_quotas(zkc, qc.make_entity([("user", "alice")]), {P: None})
+        assert (("user", "alice"),) not in qc.all_quotas(zkc)
+        cache = qc.QuotaConfigCache()
+        cache.load(zkc)
+        assert cache.find("alice", "x", P) == (5.0, ("alice", "x"))
+    finally:
+        store.close()
+
+
+def test_precedence() -> None:
+    cache = qc.QuotaConfigCache()
+    levels = [
+        ([("user", "u"), ("client-id", "c")], ("u", "c")),
+        ([("user", "u"), ("client-id", None)], ("u", "c")),
+        ([("user", "u")], ("u", "")),
+        ([("user", None), ("client-id", "c")], ("u", "c")),
+        ([("user", None), ("client-id", None)], ("u", "c")),
+        ([("user", None)], ("u", "")),
+        ([("client-id", "c")], ("", "c")),
+        ([("client-id", None)], ("", "c")),
+    ]
+    for i, (comps, _) in enumerate(levels):
+        cache.set(qc.make_entity(comps), {P: float(i + 1)})
+    for i, (comps, group) in enumerate(levels):
+        assert cache.find("u", "c", P) == (float(i + 1), group)
+        cache.set(qc.make_entity(comps), {})
+    assert cache.find("u", "c", P) is None
+
+
+def test_sampled_rate_and_throttle_math() -> None:
+    rate = SampledRate(samples=11, window_ms=1000)
+    rate.record(10_000, 0)
+    # A first burst is spread over at least (samples - 1) windows.
+    assert rate.window_size_ms(0) == 10_000
+    assert rate.rate(0) == 1000.0
+    assert throttle_time_ms(rate.rate(0), 500.0, rate.window_size_ms(0)) == 10_000
+    assert throttle_time_ms(400.0, 500.0, 10_000) == 0
+    rate.record(10_000, 12_500)  # the old sample has expired
+    assert rate.rate(12_500) == 1000.0
+
+
+def test_manager_throttles_over_quota_only() -> None:
+    manager = QuotaManager()
+    manager.cache.set(qc.make_entity([("client-id", "app")]), {P: 1000.0})
+    assert manager.record_and_get_throttle_ms("User:ANONYMOUS", "other", "producer_byte_rate",
+                                              10**9, 0) == 0  # fmt: skip
+    assert manager.record_and_get_throttle_ms("User:a", "app", "producer_byte_rate", 5000, 0) == 0
+    assert manager.record_and_get_throttle_ms("User:b", "app", "producer_byte_rate", 10_000, 0) == (
+        5000
+    )  # both users share the client-id quota: 15 kB over 10 s = 1.5x the bound

@@ -1,0 +1,166 @@
+"""ACL semantics (Kafka's authorizer), filters, and storage at Kafka's paths with notifications."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from odradek.broker.cluster.embedded_store import EmbeddedStore
+from odradek.broker.cluster.kafka_zk import KafkaZk
+from odradek.broker.security import acl_store
+from odradek.broker.security.acl import (
+    AccessControlEntry,
+    AclAuthorizer,
+    AclBinding,
+    AclBindingFilter,
+    AclCache,
+    AclOperation,
+    AclPermissionType,
+    InvalidAclError,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    parse_super_users,
+    validate_binding,
+)
+
+T = ResourceType.TOPIC
+Op = AclOperation
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
+
+
+def entry(op: AclOperation, perm=ALLOW, principal="User:alice", host="*") -> AccessControlEntry:
+    return AccessControlEntry(principal, host, op, perm)
+
+
+def authorizer(acls: dict, **kw) -> AclAuthorizer:
+    cache = AclCache()
+    cache.replace_all(acls)
+    return AclAuthorizer(cache, **kw)
+
+
+def test_no_acl_means_denied_unless_allow_everyone() -> None:
+    assert not authorizer({}).authorize("User:alice", "1.2.3.4", Op.READ, T, "t")
+    assert authorizer({}, allow_everyone_if_no_acl_found=True).authorize(
+        "User:alice", "h", Op.READ, T, "t"
+    )
+    other = {ResourcePattern(T, "t"): {entry(Op.READ, principal="User:bob")}}
+    assert not authorizer(other, allow_everyone_if_no_acl_found=True).authorize(
+        "User:alice", "h", Op.READ, T, "t"
+    )
+
+
+def test_allow_deny_wildcards_and_implied_describe() -> None:
+    a = authorizer({ResourcePattern(T, "t"): {entry(Op.READ)}})
+    assert a.authorize("User:alice", "h", Op.READ, T, "t")
+    assert a.authorize("User:alice", "h", Op.DESCRIBE, T, "t")  # READ implies DESCRIBE
+    assert not a.authorize("User:alice", "h", Op.WRITE, T, "t")
+    assert not a.authorize("User:bob", "h", Op.READ, T, "t")
+    a = authorizer(
+        {
+            ResourcePattern(T, "*"): {entry(Op.ALL, principal="User:*")},
+            ResourcePattern(T, "secret"): {entry(Op.READ, DENY, host="10.0.0.1")},
+        }
+    )
+    assert a.authorize("User:alice", "10.0.0.2", Op.READ, T, "secret")
+    assert not a.authorize("User:alice", "10.0.0.1", Op.READ, T, "secret")  # deny beats allow
+    assert a.authorize("User:alice", "10.0.0.1", Op.WRITE, T, "secret")
+    a = authorizer({ResourcePattern(T, "t"): {entry(Op.ALTER_CONFIGS)}})
+    assert a.authorize("User:alice", "h", Op.DESCRIBE_CONFIGS, T, "t")
+
+
+def test_prefixed_patterns_and_super_users() -> None:
+    a = authorizer(
+        {ResourcePattern(T, "app-", PRE): {entry(Op.WRITE)}},
+        super_users=parse_super_users("User:admin;User:ops"),
+    )
+    assert a.authorize("User:alice", "h", Op.WRITE, T, "app-new-topic")
+    assert not a.authorize("User:alice", "h", Op.WRITE, T, "other")
+    assert a.authorize("User:admin", "h", Op.DELETE, T, "anything")
+
+
+def test_filters() -> None:
+    lit = AclBinding(ResourcePattern(T, "foo"), entry(Op.READ))
+    star = AclBinding(ResourcePattern(T, "*"), entry(Op.READ))
+    pre = AclBinding(ResourcePattern(T, "fo", PRE), entry(Op.READ))
+    match = AclBindingFilter(T, "foo", PatternType.MATCH)
+    assert all(match.matches(b) for b in (lit, star, pre))
+    assert AclBindingFilter(T, "foo", PatternType.ANY).matches(lit)
+    assert not AclBindingFilter(T, "foo", PatternType.ANY).matches(pre)
+    assert not AclBindingFilter(T, "foo", LIT).matches(star)
+    assert AclBindingFilter().matches(pre)
+    assert not AclBindingFilter(operation=Op.WRITE).matches(lit)
+    with pytest.raises(InvalidAclError):
+        AclBindingFilter(resource_type=ResourceType.UNKNOWN).validate()
+
+
+def test_binding_validation() -> None:
+    ok = AclBinding(ResourcePattern(T, "t"), entry(Op.READ))
+    validate_binding(ok)
+    bad = [
+        AclBinding(ResourcePattern(T, "t", PatternType.MATCH), entry(Op.READ)),
+        AclBinding(ResourcePattern(ResourceType.GROUP, "g"), entry(Op.WRITE)),
+        AclBinding(ResourcePattern(ResourceType.CLUSTER, "c"), entry(Op.ALTER)),
+        AclBinding(ResourcePattern(T, "t"), entry(Op.READ, principal="alice")),
+        AclBinding(ResourcePattern(T, ""), entry(Op.READ)),
+        AclBinding(ResourcePattern(T, "t"), entry(Op.ANY)),
+    ]
+    for b in bad:
+        with pytest.raises(InvalidAclError):
+            validate_binding(b)
+
+
+def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
+    store = EmbeddedStore(str(tmp_path / "meta"))
+    zkc = KafkaZk(store)
+    cache = AclCache()
+
+    async def run() -> None:
+        listener = acl_store.AclChangeListener(zkc, cache)
+        await listener.start()
+        try:
+            acl_store.create_acls(
+                zkc,
+                [
+                    AclBinding(ResourcePattern(T, "orders"), entry(Op.READ)),
+                    AclBinding(ResourcePattern(T, "app-", PRE), entry(Op.WRITE, DENY)),
+                ],
+            )
+            data, _ = store.get("/kafka-acl/Topic/orders")
+            assert json.loads(data) == {
+                "version": 1,
+                "acls": [
+                    {"principal": "User:alice", "permissionType": "Allow",
+                     "operation": "Read", "host": "*"}
+                ],
+            }  # fmt: skip
+            assert store.exists("/kafka-acl-extended/prefixed/Topic/app-") is not None
+            (change,) = store.get_children("/kafka-acl-changes")
+            assert store.get(f"/kafka-acl-changes/{change}")[0] == b"Topic:orders"
+            (ext,) = store.get_children("/kafka-acl-extended-changes")
+            assert json.loads(store.get(f"/kafka-acl-extended-changes/{ext}")[0]) == {
+                "version": 1, "resourceType": "TOPIC", "name": "app-", "patternType": "PREFIXED",
+            }  # fmt: skip
+            for _ in range(100):
+                if len(cache.bindings()) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(cache.bindings()) == 2
+            deleted = acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])
+            assert [b.pattern.name for b in deleted[0]] == ["orders"]
+            assert store.exists("/kafka-acl/Topic/orders") is None
+            for _ in range(100):
+                if len(cache.bindings()) == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert [b.pattern.name for b in cache.bindings()] == ["app-"]
+        finally:
+            await listener.stop()
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
