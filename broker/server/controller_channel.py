@@ -439,6 +439,12 @@ class RemoteBroker(BrokerControl):
                 raise BrokerUnreachableError(
                     f"broker {self.registration.id} has no endpoint for listener {self.listener}"
                 )
+            if ep.security_protocol != "PLAINTEXT":
+                # The project's client speaks neither TLS nor SASL yet.
+                raise BrokerUnreachableError(
+                    f"inter-broker listener {self.listener} uses {ep.security_protocol}; "
+                    "only PLAINTEXT is supported between brokers"
+                )
             self._conn = await BrokerConnection.open(
                 ep.host,
                 ep.port,

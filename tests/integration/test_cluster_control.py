@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from cluster import (  # noqa: F401  (fixtures)
     SESSION_TIMEOUT_MS,
     Cluster,
@@ -147,12 +148,17 @@ def test_sigterm_moves_leadership_before_exit(cluster_factory) -> None:
         assert after["topics"][topic][p][0] in ALL - {victim}
 
 
-def test_session_expiry_reregisters(cluster_factory) -> None:
+@pytest.mark.parametrize("role", ["follower", "controller"])
+def test_session_expiry_reregisters(cluster_factory, role: str) -> None:
     c = cluster_factory()
     topic = "expiry"
     _create_and_converge(c, topic, 3)
     controller = c.controller().broker_id
-    victim = next(i for i in sorted(ALL) if i != controller)
+    epoch_data, _ = c.zk.get("/controller_epoch")
+    if role == "controller":
+        victim = controller
+    else:
+        victim = next(i for i in sorted(ALL) if i != controller)
     _, stat = c.zk.get(f"/brokers/ids/{victim}")
     epoch_before = stat.czxid
     c[victim].pause()
@@ -175,6 +181,10 @@ def test_session_expiry_reregisters(cluster_factory) -> None:
     # The controller treated it as a restarted broker and gave it its replicas again.
     assert all(victim in st[2] for st in summary["topics"][topic].values())
     assert c[victim].running
+    if role == "controller":
+        # It resigned with its session; another broker won a newer controller epoch.
+        assert summary["controller"] != victim
+        assert int(c.zk.get("/controller_epoch")[0]) > int(epoch_data)
 
 
 def test_control_rpc_versions_are_kafka_39s(shared_cluster: Cluster) -> None:
