@@ -13,10 +13,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .errors import SaslAuthenticationError
+
 _OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
-class PlainAuthError(Exception):
+class PlainAuthError(SaslAuthenticationError):
     """Bad credentials or a malformed message: SASL_AUTHENTICATION_FAILED, then close."""
 
 

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .errors import SaslAuthenticationError
+
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 4096
 
 
-class ScramAuthError(Exception):
+class ScramAuthError(SaslAuthenticationError):
     """The exchange failed; the connection gets SASL_AUTHENTICATION_FAILED and is closed."""
 
 
