@@ -8,8 +8,10 @@ every time, so the config-change listener only has to refresh the cache.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from .config import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaConfigCache
 from .rate import SampledRate, throttle_time_ms
@@ -27,12 +29,12 @@ class QuotaSettings:
     window_seconds: int = 1  # quota.window.size.seconds
 
     @classmethod
-    def from_props(cls, get: object) -> QuotaSettings:
+    def from_props(cls, get: Callable[[str], Any]) -> QuotaSettings:
         """From a config getter (`config.get(name)`), defaults when a key is unknown."""
 
         def read(name: str, default: int) -> int:
             try:
-                value = get(name)  # type: ignore[operator]
+                value = get(name)
             except (KeyError, ValueError):
                 return default
             return default if value is None else int(value)

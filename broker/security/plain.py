@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .errors import SaslAuthenticationError
@@ -39,10 +39,17 @@ def plain_users_from_jaas(text: str) -> dict[str, str]:
     }
 
 
-def plain_users(props: Mapping[str, str], listener: str) -> dict[str, str]:
-    """PLAIN users of `listener`: its own JAAS config, else the broker-wide `sasl.jaas.config`."""
+def plain_users(
+    props: Mapping[str, object] | Callable[[str], object], listener: str
+) -> dict[str, str]:
+    """PLAIN users of `listener`: its own JAAS config, else the broker-wide `sasl.jaas.config`.
+
+    `props` is a mapping or a getter such as `BrokerConfig.get_raw`; password-typed values
+    may be wrappers holding the text in `.value`."""
+    get = props.get if isinstance(props, Mapping) else props
     for key in (f"listener.name.{listener.lower()}.plain.sasl.jaas.config", "sasl.jaas.config"):
-        text = props.get(key)
+        text = get(key)
+        text = getattr(text, "value", text)
         if text:
             return plain_users_from_jaas(str(text))
     return {}

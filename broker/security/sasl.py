@@ -4,7 +4,7 @@ and `authorization_id`; failures raise SaslAuthenticationError."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from .credentials import ScramCredentialCache
@@ -24,12 +24,15 @@ class SaslServer(Protocol):
     def evaluate(self, token: bytes) -> bytes: ...
 
 
-def enabled_mechanisms(props: Mapping[str, object], listener: str) -> list[str]:
+def enabled_mechanisms(
+    props: Mapping[str, object] | Callable[[str], object], listener: str
+) -> list[str]:
     """`listener.name.<l>.sasl.enabled.mechanisms`, else `sasl.enabled.mechanisms` (Kafka's
     default: GSSAPI, which we do not offer, so the default here is empty)."""
+    get = props.get if isinstance(props, Mapping) else props
     for key in (f"listener.name.{listener.lower()}.sasl.enabled.mechanisms",
                 "sasl.enabled.mechanisms"):  # fmt: skip
-        value = props.get(key)
+        value = get(key)
         if value:
             items = value if isinstance(value, list | tuple) else str(value).split(",")
             return [m.strip() for m in items if str(m).strip()]

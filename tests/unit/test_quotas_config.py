@@ -9,7 +9,7 @@ import pytest
 from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.quotas import config as qc
-from odradek.broker.quotas.manager import QuotaManager
+from odradek.broker.quotas.manager import QuotaKind, QuotaManager, QuotaSettings
 from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
 
 P = qc.PRODUCER_BYTE_RATE
@@ -108,3 +108,15 @@ def test_manager_throttles_over_quota_only() -> None:
     assert manager.record_and_get_throttle_ms("User:b", "app", "producer_byte_rate", 10_000, 0) == (
         5000
     )  # both users share the client-id quota: 15 kB over 10 s = 1.5x the bound
+
+
+def test_request_quota_is_a_percentage_bounded_by_one_window() -> None:
+    settings = QuotaSettings.from_props({"quota.window.num": "5"}.__getitem__)
+    assert settings == QuotaSettings(samples=5, window_seconds=1)
+    manager = QuotaManager(settings=settings)
+    manager.cache.set(qc.make_entity([("user", None)]), {qc.REQUEST_PERCENTAGE: 10.0})
+    # 0.2 s of handling time within a 4 s minimum window = 5 %: fine
+    assert manager.record_and_get_throttle_ms("User:u", "c", QuotaKind.REQUEST, 2e8, 0) == 0
+    # another 2 s: 55 % against 10 % -> far over, but never more than one window
+    assert manager.record_and_get_throttle_ms("User:u", "c", QuotaKind.REQUEST, 2e9, 10) == 1000
+    assert manager.quota("User:other", "x", QuotaKind.REQUEST) == 10.0

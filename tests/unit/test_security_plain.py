@@ -24,3 +24,12 @@ def test_exchange() -> None:
     for bad in (b"\x00alice\x00nope", b"\x00bob\x00pw", b"alice\x00pw", b"bob\x00alice\x00pw"):
         with pytest.raises(PlainAuthError):
             PlainServer({"alice": "pw"}).evaluate(bad)
+
+
+def test_users_from_a_config_getter_with_password_values() -> None:
+    class Secret:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+    values = {"sasl.jaas.config": Secret(JAAS)}
+    assert plain_users(values.get, "L")["alice"] == "a;b"
