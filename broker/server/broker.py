@@ -268,21 +268,26 @@ class Broker(BrokerControl):
         return False
 
     async def _send_controlled_shutdown(self) -> tuple[ErrorCode, list[tuple[str, int]]]:
-        assert self.zk is not None
-        controller_id = await self._io(self.zk.get_controller_id)
-        if controller_id is None:
+        """One attempt. Like Kafka, the controller and its address come from the metadata
+        cache (not ZooKeeper, which may be the reason for the shutdown), and the attempt is
+        bounded by request.timeout.ms."""
+        timeout = self.config.get("request.timeout.ms") / 1000
+        controller_id = self.metadata_cache.controller_id
+        if controller_id is None or controller_id < 0:
             return ErrorCode.NOT_CONTROLLER, []
         if controller_id == self.broker_id and self.controller is not None:
-            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
-        reg = await self._io(self.zk.get_broker, controller_id)
-        ep = reg.endpoint(self.config.inter_broker_listener) if reg else None
+            return await asyncio.wait_for(
+                self.controller.controlled_shutdown(self.broker_id, self.broker_epoch), timeout
+            )
+        ep = self.metadata_cache.endpoint(controller_id, self.config.inter_broker_listener)
         if ep is None:
             return ErrorCode.BROKER_NOT_AVAILABLE, []
         conn = await BrokerConnection.open(
             ep.host,
             ep.port,
             client_id=f"broker-{self.broker_id}",
-            request_timeout=self.config.get("request.timeout.ms") / 1000,
+            request_timeout=timeout,
+            connect_timeout=timeout,
             node_id=controller_id,
         )
         try:

@@ -122,13 +122,18 @@ def test_controller_killed_another_takes_over(cluster_factory) -> None:
     assert back["brokers"] == [1, 2, 3]
 
 
-def test_sigterm_moves_leadership_before_exit(cluster_factory) -> None:
+@pytest.mark.parametrize("role", ["broker", "controller"])
+def test_sigterm_moves_leadership_before_exit(cluster_factory, role: str) -> None:
     c = cluster_factory()
     topic = "controlled"
     before = _create_and_converge(c, topic, 6)
     controller = c.controller().broker_id
-    # A broker that leads partitions and is not the controller.
-    victim = next(b for b in sorted(set(_leaders(before, topic).values())) if b != controller)
+    # A broker that leads partitions: the controller itself, or another one.
+    leaders = sorted(set(_leaders(before, topic).values()))
+    if role == "controller":
+        victim = controller
+    else:
+        victim = next(b for b in leaders if b != controller)
     led = [p for p, leader in _leaders(before, topic).items() if leader == victim]
     assert led
     code = c[victim].terminate()
