@@ -152,6 +152,14 @@ class ClusterBroker:
             self.proc.kill()
             self.proc.wait()
 
+    def restart(self, *, kill: bool = False) -> ClusterBroker:
+        """SIGTERM (or SIGKILL), then start again on the same id, port and directories."""
+        if kill:
+            self.kill()
+        else:
+            self.terminate()
+        return self.start()
+
     def pause(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
