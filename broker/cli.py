@@ -4,6 +4,7 @@
     odradek topics create|list|describe|alter|delete ...
     odradek produce --topic T [--value V ...]     (otherwise one record per stdin line)
     odradek consume --topic T [--from-beginning] [--max-messages N] [--timeout S]
+    odradek groups list|describe|delete ...
 
 Client commands talk to --bootstrap-server (default 127.0.0.1:9092). A failure prints one line
 starting with "error:" on stderr and exits with status 1.
@@ -161,6 +162,21 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(p)
     p.add_argument("--topic", action="append", required=True, help="repeatable")
     p.add_argument("--if-exists", action="store_true", help="no error if it does not exist")
+
+    groups = sub.add_parser("groups", help="list, describe, delete consumer groups")
+    gsub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    p = gsub.add_parser("list", help="list group ids")
+    _client_options(p)
+    p.add_argument("--state", action="append", default=[], help="only groups in this state")
+
+    p = gsub.add_parser("describe", help="members, assignments, committed offsets and lag")
+    _client_options(p)
+    p.add_argument("--group", action="append", required=True, help="repeatable")
+
+    p = gsub.add_parser("delete", help="delete empty groups and their offsets")
+    _client_options(p)
+    p.add_argument("--group", action="append", required=True, help="repeatable")
 
     p = sub.add_parser(
         "produce",
@@ -323,6 +339,78 @@ async def topics_delete(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"Deleted topic {name}.\n")
         elif not (args.if_exists and error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             raise error
+    return 0
+
+
+async def groups_list(args: argparse.Namespace, out: TextIO) -> int:
+    async with _admin(args) as admin:
+        listed = await admin.list_groups(args.state or None)
+    for g in listed:
+        out.write(g.group_id + "\n")
+    return 0
+
+
+async def groups_describe(args: argparse.Namespace, out: TextIO) -> int:
+    """Like kafka-consumer-groups.sh --describe: one row per partition the group has an
+    offset for or a member owns, with the log end offset and the lag."""
+    async with _admin(args) as admin:
+        for group_id in args.group:
+            desc = (await admin.describe_groups([group_id]))[group_id]
+            committed = await admin.list_consumer_group_offsets(group_id)
+            owner = {tp: m for m in desc.members for tp in m.assignment}
+            partitions = sorted(set(committed) | set(owner))
+            ends = (
+                await admin.list_offsets(dict.fromkeys(partitions, OffsetSpec.LATEST))
+                if partitions
+                else {}
+            )
+            protocol = f", protocol {desc.protocol}" if desc.protocol else ""
+            out.write(
+                f"Group {group_id}: state {desc.state}{protocol}, {len(desc.members)} members\n"
+            )
+            rows = [
+                ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                 "CONSUMER-ID", "HOST", "CLIENT-ID"),
+            ]  # fmt: skip
+            for tp in partitions:
+                c = committed.get(tp)
+                current = c.offset if c is not None and c.offset >= 0 else None
+                end = ends[tp].offset
+                member = owner.get(tp)
+                rows.append(
+                    (
+                        tp.topic,
+                        str(tp.partition),
+                        "-" if current is None else str(current),
+                        str(end),
+                        "-" if current is None else str(max(end - current, 0)),
+                        member.member_id if member else "-",
+                        member.client_host if member else "-",
+                        member.client_id if member else "-",
+                    )
+                )
+            for m in desc.members:
+                if not m.assignment:
+                    rows.append(("-", "-", "-", "-", "-", m.member_id, m.client_host, m.client_id))
+            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+            for r in rows:
+                out.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+                out.write("\n")
+    return 0
+
+
+async def groups_delete(args: argparse.Namespace, out: TextIO) -> int:
+    async with _admin(args) as admin:
+        results = await admin.delete_groups(args.group, raise_errors=False)
+    failed = None
+    for group_id in args.group:
+        error = results[group_id]
+        if error is None:
+            out.write(f"Deleted group {group_id}.\n")
+        elif failed is None:
+            failed = error
+    if failed is not None:
+        raise failed
     return 0
 
 
@@ -492,6 +580,9 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], A
     ("topics", "describe"): topics_describe,
     ("topics", "alter"): topics_alter,
     ("topics", "delete"): topics_delete,
+    ("groups", "list"): groups_list,
+    ("groups", "describe"): groups_describe,
+    ("groups", "delete"): groups_delete,
     ("produce", None): produce,
     ("consume", None): consume,
 }

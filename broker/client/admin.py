@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,10 @@ from .cluster import (
 from .connection import BrokerConnection
 
 __all__ = [
+    "CommittedOffset",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMember",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",
@@ -1010,6 +1015,155 @@ class AdminClient:
             for r in resp["entries"]
         )
 
+    # -- consumer groups ------------------------------------------------------------------
+
+    async def find_group_coordinator(self, group_id: str) -> int:
+        """Node id of the group's coordinator (retried while none is available yet)."""
+
+        async def attempt() -> int:
+            conn = await self.cluster.any_connection()
+            version = conn.version_for(ApiKey.FIND_COORDINATOR)
+            if version >= 4:
+                body = {"key_type": 0, "coordinator_keys": [group_id]}
+                result = (await conn.request(ApiKey.FIND_COORDINATOR, body, version))[
+                    "coordinators"
+                ][0]
+            else:
+                body = {"key": group_id, "key_type": 0}
+                result = await conn.request(ApiKey.FIND_COORDINATOR, body, version)
+            error = error_of(
+                result["error_code"], result.get("error_message"), f"group {group_id!r}"
+            )
+            if error is not None:
+                raise error
+            if result["node_id"] not in self.cluster.brokers:
+                await self.cluster.refresh_metadata([])
+            return result["node_id"]
+
+        return await self.cluster.retry(attempt, what="FindCoordinator")
+
+    async def _group_request(self, group_id: str, api_key: int, body: dict, what: str) -> dict:
+        """Send to the group's coordinator, finding it again when it moved or was loading."""
+
+        async def attempt() -> dict:
+            node = await self.find_group_coordinator(group_id)
+            resp = await self.cluster.request_node(node, api_key, body)
+            code = _group_error_code(resp)
+            if code in _COORDINATOR_ERRORS:
+                raise KafkaError(code, f"group {group_id!r}")
+            return resp
+
+        return await self.cluster.retry(attempt, what=what)
+
+    async def list_groups(self, states: Sequence[str] | None = None) -> list[GroupListing]:
+        """Groups of every broker's coordinator, optionally only those in `states`."""
+        await self.cluster.retry(lambda: self.cluster.refresh_metadata([]), what="Metadata")
+        found: dict[str, GroupListing] = {}
+        for node_id in sorted(self.cluster.brokers):
+
+            async def attempt(n: int = node_id) -> dict:
+                conn = await self.cluster.connection(n)
+                version = conn.version_for(ApiKey.LIST_GROUPS, min_version=4 if states else 0)
+                resp = await conn.request(
+                    ApiKey.LIST_GROUPS, {"states_filter": list(states or []), "types_filter": []},
+                    version,
+                )  # fmt: skip
+                error = error_of(resp["error_code"], None, f"ListGroups on broker {n}")
+                if error is not None:
+                    raise error
+                return resp
+
+            resp = await self.cluster.retry(attempt, what="ListGroups")
+            for g in resp["groups"]:
+                found[g["group_id"]] = GroupListing(
+                    g["group_id"], g["protocol_type"], g.get("group_state", "")
+                )
+        return [found[g] for g in sorted(found)]
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """State, protocol and members (with their decoded assignments) of each group."""
+        out: dict[str, GroupDescription] = {}
+        for group_id in dict.fromkeys(group_ids):
+            resp = await self._group_request(
+                group_id,
+                ApiKey.DESCRIBE_GROUPS,
+                {"groups": [group_id], "include_authorized_operations": False},
+                "DescribeGroups",
+            )
+            (g,) = resp["groups"]
+            error = error_of(g["error_code"], None, f"group {group_id!r}")
+            if error is not None:
+                raise error
+            consumer = g["protocol_type"] == "consumer"
+            members = [
+                GroupMember(
+                    m["member_id"],
+                    m.get("group_instance_id"),
+                    m["client_id"],
+                    m["client_host"],
+                    parse_consumer_assignment(m["member_assignment"]) if consumer else [],
+                )
+                for m in g["members"]
+            ]
+            out[group_id] = GroupDescription(
+                group_id, g["group_state"], g["protocol_type"], g["protocol_data"], members
+            )
+        return out
+
+    async def delete_groups(
+        self, group_ids: Sequence[str], *, raise_errors: bool = True
+    ) -> dict[str, KafkaError | None]:
+        """Delete empty groups and their committed offsets."""
+        out: dict[str, KafkaError | None] = {}
+        for group_id in dict.fromkeys(group_ids):
+            resp = await self._group_request(
+                group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]}, "DeleteGroups"
+            )
+            (r,) = resp["results"]
+            out[group_id] = error_of(r["error_code"], None, f"group {group_id!r}")
+        if raise_errors:
+            _raise_any(out.values())
+        return out
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """Committed offsets of a group (all of them when `partitions` is None)."""
+        topics: dict[str, list[int]] = {}
+        for tp in partitions or []:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        body = {
+            "group_id": group_id,
+            "topics": None
+            if partitions is None
+            else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+            "groups": [
+                {
+                    "group_id": group_id,
+                    "topics": None
+                    if partitions is None
+                    else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                }
+            ],
+            "require_stable": False,
+        }
+        resp = await self._group_request(group_id, ApiKey.OFFSET_FETCH, body, "OffsetFetch")
+        result = resp["groups"][0] if "groups" in resp and resp["groups"] else resp
+        error = error_of(result.get("error_code", 0), None, f"group {group_id!r}")
+        if error is not None:
+            raise error
+        out: dict[TopicPartition, CommittedOffset] = {}
+        for t in result["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                error = error_of(p["error_code"], None, f"group {group_id!r} partition {tp}")
+                if error is not None:
+                    raise error
+                out[tp] = CommittedOffset(
+                    p["committed_offset"], p.get("committed_leader_epoch", -1), p["metadata"]
+                )
+        return out
+
 
 def _node_key(node: BrokerNode) -> int:
     return node.node_id
@@ -1206,3 +1360,83 @@ class QuotaMatchType(IntEnum):
     EXACT = 0
     DEFAULT = 1
     SPECIFIED = 2
+
+
+# -- consumer groups ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str  # "consumer" for consumer groups, "" for commit-only groups
+    state: str  # "" from brokers without ListGroups v4
+
+
+@dataclass(slots=True)
+class GroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int  # -1: nothing committed
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+# Coordinator moved, not there yet, or still loading: find it again and retry.
+_COORDINATOR_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
+def _group_error_code(resp: dict) -> int:
+    """The coordinator-level error of a group response (first group / top level)."""
+    if resp.get("groups"):
+        return resp["groups"][0].get("error_code", 0)
+    if resp.get("results"):
+        return resp["results"][0].get("error_code", 0)
+    return resp.get("error_code", 0)
+
+
+def parse_consumer_assignment(data: bytes | memoryview | None) -> list[TopicPartition]:
+    """Partitions of a ConsumerProtocolAssignment (any version begins with them); [] when
+    empty or unreadable."""
+    if not data or len(data) < 6:
+        return []
+    buf = bytes(data)
+    out: list[TopicPartition] = []
+    try:
+        pos = 2
+        (n_topics,) = struct.unpack_from(">i", buf, pos)
+        pos += 4
+        for _ in range(max(n_topics, 0)):
+            (n,) = struct.unpack_from(">h", buf, pos)
+            pos += 2
+            topic = buf[pos : pos + n].decode()
+            pos += n
+            (n_parts,) = struct.unpack_from(">i", buf, pos)
+            pos += 4
+            parts = struct.unpack_from(f">{max(n_parts, 0)}i", buf, pos)
+            pos += 4 * max(n_parts, 0)
+            out.extend(TopicPartition(topic, p) for p in parts)
+    except (struct.error, UnicodeDecodeError):
+        return []
+    return out
