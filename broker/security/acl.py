@@ -359,8 +359,10 @@ class AclAuthorizer:
                 allowed.append(b.pattern)
         for p in allowed:
             if p.pattern_type == PatternType.LITERAL:
-                if p.name == WILDCARD or p.name not in denied_literal and not any(
-                    p.name.startswith(d) for d in denied_prefix
+                if (
+                    p.name == WILDCARD
+                    or p.name not in denied_literal
+                    and not any(p.name.startswith(d) for d in denied_prefix)
                 ):
                     return True
             elif not any(p.name.startswith(d) for d in denied_prefix):

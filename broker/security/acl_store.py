@@ -150,9 +150,7 @@ def load_all(zkc: KafkaZk) -> dict[ResourcePattern, set[AccessControlEntry]]:
 
 
 def all_bindings(zkc: KafkaZk) -> list[AclBinding]:
-    return sorted(
-        AclBinding(p, e) for p, entries in load_all(zkc).items() for e in entries
-    )
+    return sorted(AclBinding(p, e) for p, entries in load_all(zkc).items() for e in entries)
 
 
 def _notify(zkc: KafkaZk, pattern: ResourcePattern) -> None:

@@ -40,14 +40,18 @@ def _describe(zkc: KafkaZk, users: list[str] | None) -> list[dict[str, Any]]:
                                   "credential_infos": []}  # fmt: skip
         if counts[user] > 1:
             result["error_code"] = ErrorCode.DUPLICATE_RESOURCE
-            result["error_message"] = f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"  # noqa: E501
+            result["error_message"] = (
+                f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"  # noqa: E501
+            )
             out.append(result)
             continue
         creds = credentials_from_config(zkc.get_entity_config(zk.USERS, zk.sanitize(user)))
         if not creds:
             if explicit:
                 result["error_code"] = ErrorCode.RESOURCE_NOT_FOUND
-                result["error_message"] = f"Attempt to describe a user credential that does not exist: {user}"  # noqa: E501
+                result["error_message"] = (
+                    f"Attempt to describe a user credential that does not exist: {user}"  # noqa: E501
+                )
                 out.append(result)
             continue
         result["credential_infos"] = [
