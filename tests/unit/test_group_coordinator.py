@@ -302,7 +302,7 @@ def test_session_expiry_removes_a_silent_member(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         c = h.coordinator
         g = group_on(0)
-        a, b = await stable_group(c, g, 2, session=300)
+        a, b = await stable_group(c, g, 2, session=1000)
         rebalancing = False
         # Only `a` keeps its session alive; `b` has gone silent.
         while not rebalancing:
@@ -310,7 +310,7 @@ def test_session_expiry_removes_a_silent_member(tmp_path: Path) -> None:
             rebalancing = error == E.REBALANCE_IN_PROGRESS
             assert error in (E.NONE, E.REBALANCE_IN_PROGRESS)
             await asyncio.sleep(0.02)
-        again = await join(c, g, a.member_id, session=300)
+        again = await join(c, g, a.member_id, session=1000)
         assert again.generation_id == a.generation_id + 1
         assert [m for m, _, _ in again.members] == [a.member_id]
         assert c.heartbeat(g, b.member_id, None, a.generation_id) == E.UNKNOWN_MEMBER_ID
@@ -579,3 +579,22 @@ def test_empty_consumer_group_expires_after_retention_since_empty(
             assert await c.expire_offsets(2**62) == 0
 
     run(tmp_path, body)
+
+
+def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: Path) -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        g = group_on(0)
+
+        async def late(delay: float):
+            await asyncio.sleep(delay)
+            return await join(c, g)
+
+        # Each newcomer during the delay extends it (up to the rebalance timeout).
+        results = await asyncio.gather(late(0), late(0.05), late(0.1))
+        assert {r.error for r in results} == {E.NONE}
+        assert {r.generation_id for r in results} == {1}
+        leader = next(r for r in results if r.leader_id == r.member_id)
+        assert len(leader.members) == 3
+
+    run(tmp_path, body, initial_rebalance_delay_ms=1000)

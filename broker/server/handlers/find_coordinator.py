@@ -47,8 +47,8 @@ async def _create_offsets_topic(ctx: RequestContext) -> None:
 
 async def _ensure_offsets_topic(ctx: RequestContext) -> None:
     cache = ctx.broker.metadata_cache
-    if cache.contains(OFFSETS_TOPIC):
-        return
+    if cache.contains(OFFSETS_TOPIC) or ctx.broker.topic_admin is None:
+        return  # (no topic admin: the broker is still starting; the client will retry)
     key = id(ctx.broker)
     task = _creating.get(key)
     if task is None or task.done():
