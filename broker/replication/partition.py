@@ -1,13 +1,31 @@
-"""One partition hosted by this broker: its log, its leadership state, and fetch wake-ups."""
+"""One partition hosted by this broker: its log, leadership, follower tracking, HW and ISR.
+
+As leader it keeps, per follower, the log end offset and fetch times reported by that
+follower's fetches (reference §3.1-3.3); the high watermark is the smallest log end offset
+of the ISR and never moves back. ISR changes are proposed one at a time and written by the
+replica manager's `IsrWriter` (the leader's direct ZooKeeper write, §3.4); while an expansion
+is pending the HW already counts the new member ("maximal ISR", KIP-497).
+
+Choice: the HW advances even when the ISR is smaller than min.insync.replicas (Kafka 2.x
+behaviour); acks=all is refused or fails after the append in that case, so nothing
+acknowledged with acks=all depends on it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass, field
 
 from ..storage.log import Log
 from .producer_state import LogProducerState
+
+UNKNOWN_OFFSET = -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -21,6 +39,34 @@ class PartitionState:
     partition_epoch: int = 0
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    controller_epoch: int = 0
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    # The leader's LEO and the time at the previous fetch (for the caught-up rule, §3.2).
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET
+    prev_fetch_time_ms: int = 0
+
+    def update(self, fetch_offset: int, log_start: int, leader_leo: int, now: int) -> None:
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now)
+        elif fetch_offset >= self.last_fetch_leader_leo >= 0:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.prev_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start
+        self.last_fetch_leader_leo = leader_leo
+        self.prev_fetch_time_ms = now
+        self.last_fetch_time_ms = now
+
+    def caught_up(self, leader_leo: int, now: int, lag_max_ms: int) -> bool:
+        return self.log_end_offset == leader_leo or now - self.last_caught_up_time_ms <= lag_max_ms
 
 
 class Partition:
@@ -40,8 +86,14 @@ class Partition:
         self.state = state
         self.local_broker_id = local_broker_id
         self._waiters: list[asyncio.Future[None]] = []
+        # acks=all produce requests waiting for the HW (or an ISR/leadership change).
+        self._hw_waiters: list[asyncio.Future[None]] = []
         # Idempotent producers' epochs and last batches, rebuilt from snapshots and the log.
         self.producer_state = LogProducerState(log)
+        self.followers: dict[int, FollowerState] = {}
+        # The ISR proposed to the metadata store and not yet confirmed (one at a time).
+        self.pending_isr: list[int] | None = None
+        self.leader_epoch_start_offset = 0
 
     @property
     def is_leader(self) -> bool:
@@ -51,16 +103,158 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas, capped by the replication factor (reference §3.6)."""
+        return min(self.log.config.min_insync_replicas, max(len(self.state.replicas), 1))
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.state.replicas) > 1 or any(
+            r != self.local_broker_id for r in self.state.replicas
+        )
+
+    # --- leadership transitions ---------------------------------------------------------------
+
+    def make_leader(self, state: PartitionState, checkpointed_hw: int | None, now: int) -> None:
+        """Become (or stay) leader with `state`; followers' positions restart unknown."""
+        new_epoch = not self.is_leader or state.leader_epoch != self.state.leader_epoch
+        self.state = state
+        self.pending_isr = None
+        log = self.log
+        if self.replicated:
+            self._stop_tracking_leo(checkpointed_hw)
+        else:
+            log.hw_tracks_leo = True
+            log.high_watermark = log.log_end_offset
+        if new_epoch:
+            latest = log.epoch_cache.latest_epoch
+            if state.leader_epoch >= 0 and (latest is None or state.leader_epoch > latest):
+                log.epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+            self.leader_epoch_start_offset = log.log_end_offset
+            self.followers = {}
+        for r in state.replicas:
+            if r != self.local_broker_id and r not in self.followers:
+                f = FollowerState()
+                if r in state.isr:
+                    f.last_caught_up_time_ms = now
+                self.followers[r] = f
+        for r in list(self.followers):
+            if r not in state.replicas:
+                del self.followers[r]
+        self.maybe_increment_hw()
+        self.wake_hw_waiters()
+
+    def make_follower(self, state: PartitionState, checkpointed_hw: int | None) -> None:
+        self.state = state
+        self.pending_isr = None
+        self.followers = {}
+        self._stop_tracking_leo(checkpointed_hw)
+        self.wake_hw_waiters()
+        self.wake_fetchers()
+
+    def _stop_tracking_leo(self, checkpointed_hw: int | None) -> None:
+        log = self.log
+        if log.hw_tracks_leo:
+            # First time replicated since the log was loaded: resume from the checkpoint.
+            log.hw_tracks_leo = False
+            hw = checkpointed_hw if checkpointed_hw is not None else log.log_start_offset
+            log.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
+
+    # --- leader: appends, follower fetches, HW, ISR ------------------------------------------------
+
     def append_as_leader(self, records: bytearray):  # -> storage AppendResult
-        # Until replication arrives, the log's high watermark follows its end (storage default).
         pending = self.producer_state.prepare_leader_append(records)  # may raise KafkaError
         if pending.duplicate is not None:
             # A producer's retry of a batch already in the log: answer with the original offsets.
             return self.producer_state.duplicate_result(pending.duplicate)
         result = self.log.append(records, assign_offsets=True, leader_epoch=self.state.leader_epoch)
         self.producer_state.complete_append(pending, result.last_offset + 1)
+        self.maybe_increment_hw()
         self.wake_fetchers()
         return result
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the HW must respect: a pending expansion already counts."""
+        if self.pending_isr is not None and len(self.pending_isr) > len(self.state.isr):
+            return self.pending_isr
+        return self.state.isr
+
+    def update_follower_fetch(
+        self, replica_id: int, fetch_offset: int, log_start: int, now: int, lag_max_ms: int
+    ) -> list[int] | None:
+        """Record a follower's fetch; returns an ISR expansion to propose, if one is due."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            follower = self.followers[replica_id] = FollowerState()
+        follower.update(fetch_offset, log_start, self.log.log_end_offset, now)
+        if self.maybe_increment_hw():
+            self.wake_hw_waiters()
+        if self.pending_isr is not None or replica_id in self.state.isr:
+            return None
+        if (
+            replica_id in self.state.replicas
+            and fetch_offset >= self.high_watermark
+            and fetch_offset >= self.leader_epoch_start_offset
+        ):
+            return [*self.state.isr, replica_id]
+        return None
+
+    def maybe_increment_hw(self) -> bool:
+        """Move the HW to the smallest LEO in the maximal ISR, never backwards."""
+        log = self.log
+        if log.hw_tracks_leo or not self.is_leader:
+            return False
+        candidate = log.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.local_broker_id:
+                continue
+            f = self.followers.get(r)
+            leo = f.log_end_offset if f is not None else UNKNOWN_OFFSET
+            candidate = min(candidate, leo)
+        if candidate > log.high_watermark:
+            log.high_watermark = candidate
+            return True
+        return False
+
+    def out_of_sync_replicas(self, now: int, lag_max_ms: int) -> list[int]:
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.state.isr:
+            if r == self.local_broker_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or not f.caught_up(leo, now, lag_max_ms):
+                out.append(r)
+        return out
+
+    def isr_shrink(self, now: int, lag_max_ms: int) -> list[int] | None:
+        """The ISR without lagging followers, if any lag (and no change is in flight)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = self.out_of_sync_replicas(now, lag_max_ms)
+        if not lagging:
+            return None
+        return [r for r in self.state.isr if r not in lagging]
+
+    def isr_committed(self, isr: list[int], partition_epoch: int) -> None:
+        """The metadata store accepted `isr` with the new partition epoch."""
+        self.state.isr = list(isr)
+        self.state.partition_epoch = partition_epoch
+        self.pending_isr = None
+        self.maybe_increment_hw()
+        self.wake_hw_waiters()
+
+    # --- follower ---------------------------------------------------------------------------------
+
+    def update_follower_hw(self, leader_hw: int) -> None:
+        log = self.log
+        hw = max(log.log_start_offset, min(leader_hw, log.log_end_offset))
+        if hw > log.high_watermark:
+            log.high_watermark = hw
+
+    # --- waiters ----------------------------------------------------------------------------------
 
     def add_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.append(fut)
@@ -73,6 +267,21 @@ class Partition:
 
     def wake_fetchers(self) -> None:
         waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def add_hw_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._hw_waiters.append(fut)
+
+    def remove_hw_waiter(self, fut: asyncio.Future[None]) -> None:
+        try:
+            self._hw_waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def wake_hw_waiters(self) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

@@ -1,28 +1,41 @@
 """The partitions this broker hosts, and the produce/fetch operations on them.
 
-The controller tells the replica manager which partitions it leads (become_leader) and which
-to drop (stop_replicas); request handlers call append/read. Nothing here parses requests.
+The controller tells the replica manager which partitions it leads or follows (LeaderAndIsr)
+and which to drop (StopReplica); request handlers call append/read. Followers copy from their
+leader through one `ReplicaFetcher` per source broker. Nothing here parses requests.
+
+ISR changes (choice, reference §3.4): the leader writes the partition state znode itself,
+conditional on the partition epoch (its zkVersion), and publishes an
+`/isr_change_notification/isr_change_<seq>` node for the controller to propagate, as ZK-mode
+Kafka does before AlterPartition. It needs no controller round trip and no new RPC.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from ..cluster import zk_data as zk
 from ..cluster.control import (
+    LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     PartitionErrors,
     StopReplicaRequest,
 )
+from ..cluster.metadata_store import BadVersionError
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records.validation import validate_for_append
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
-from .partition import Partition, PartitionState
+from .fetcher import FetcherSettings, ReplicaFetcher
+from .partition import Partition, PartitionState, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +47,7 @@ class AppendOutcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
 
 
 class ReplicaManager:
@@ -47,48 +61,197 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.zk: Any = None  # KafkaZk, for the leader's ISR writes (None: ISR changes stay local)
+        self._io: Callable[..., Awaitable[Any]] | None = None
+        self.config: Any = None
+        self.replica_lag_time_max_ms = 30000
+        self.inter_broker_listener: str | None = None
+        self._isr_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def attach(self, zk_client: Any, io: Callable[..., Awaitable[Any]], config: Any) -> None:
+        """Give the replica manager the metadata store (ISR writes) and the broker config
+        (replica.* settings). Without it, ISR changes are only applied locally."""
+        self.zk = zk_client
+        self._io = io
+        self.config = config
+        if config is not None:
+            self.replica_lag_time_max_ms = int(config.get("replica.lag.time.max.ms"))
+            self.inter_broker_listener = config.get("inter.broker.listener.name")
+
+    def fetcher_settings(self) -> FetcherSettings:
+        s = FetcherSettings(self.broker_id)
+        c = self.config
+        if c is not None:
+            s.fetch_max_bytes = int(c.get("replica.fetch.max.bytes"))
+            s.fetch_min_bytes = int(c.get("replica.fetch.min.bytes"))
+            s.fetch_wait_max_ms = int(c.get("replica.fetch.wait.max.ms"))
+            s.fetch_response_max_bytes = int(c.get("replica.fetch.response.max.bytes"))
+            s.fetch_backoff_ms = int(c.get("replica.fetch.backoff.ms"))
+            s.socket_timeout_ms = int(c.get("replica.socket.timeout.ms"))
+        return s
+
+    async def shutdown(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_task
+            self._isr_task = None
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for p in self.partitions.values():
+            p.wake_hw_waiters()
 
     # --- leadership, as the controller decides it -------------------------------------------
 
-    def become_leader_or_follower(
+    def _get_or_create(
         self, topic: str, index: int, topic_id: uuid.UUID | None, state: PartitionState
-    ) -> Partition:
+    ) -> tuple[Partition, bool]:
         key = (topic, index)
         partition = self.partitions.get(key)
-        if partition is None:
-            log_ = self.log_manager.get_or_create_log(
-                topic, index, self.topic_config(topic), topic_id=topic_id
-            )
-            partition = Partition(topic, index, topic_id, log_, state, self.broker_id)
-            self.partitions[key] = partition
+        if partition is not None:
+            return partition, False
+        log_ = self.log_manager.get_or_create_log(
+            topic, index, self.topic_config(topic), topic_id=topic_id
+        )
+        partition = Partition(topic, index, topic_id, log_, state, self.broker_id)
+        self.partitions[key] = partition
+        return partition, True
+
+    def become_leader_or_follower(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID | None,
+        state: PartitionState,
+        leader_endpoint: tuple[str, int] | None = None,
+    ) -> Partition:
+        partition, created = self._get_or_create(topic, index, topic_id, state)
+        hw = self.log_manager.checkpointed_high_watermark(topic, index)
+        if state.leader == self.broker_id:
+            self._remove_from_fetchers((topic, index))
+            partition.make_leader(state, hw, now_ms())
+            if partition.replicated:
+                self._ensure_isr_task()
         else:
-            partition.state = state
+            was_following = not created and not partition.is_leader
+            partition.make_follower(state, hw)
+            if state.leader >= 0 and leader_endpoint is not None:
+                self._add_to_fetcher(partition, state.leader, leader_endpoint, was_following)
+            else:
+                self._remove_from_fetchers((topic, index))
         return partition
+
+    def _leader_endpoint(self, request: LeaderAndIsrRequest, leader: int) -> tuple[str, int] | None:
+        for reg in request.live_leaders:
+            if reg.id != leader or not reg.endpoints:
+                continue
+            ep = None
+            if self.inter_broker_listener:
+                ep = reg.endpoint(self.inter_broker_listener)
+            if ep is None:
+                ep = next(
+                    (e for e in reg.endpoints if e.security_protocol == "PLAINTEXT"),
+                    reg.endpoints[0],
+                )
+            return ep.host, ep.port
+        return None
+
+    def _add_to_fetcher(
+        self, partition: Partition, leader: int, endpoint: tuple[str, int], _was: bool
+    ) -> None:
+        tp = (partition.topic, partition.index)
+        for source, fetcher in list(self.fetchers.items()):
+            if source != leader or (fetcher.host, fetcher.port) != endpoint:
+                fetcher.remove(tp)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None and (fetcher.host, fetcher.port) != endpoint:
+            self._spawn(fetcher.stop())
+            fetcher = None
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(
+                leader, endpoint[0], endpoint[1], self.fetcher_settings()
+            )
+        fetcher.add(partition, partition.state.leader_epoch)
+        self._stop_idle_fetchers()
+
+    def _remove_from_fetchers(self, tp: tuple[str, int]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+        self._stop_idle_fetchers()
+
+    def _stop_idle_fetchers(self) -> None:
+        for source, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[source]
+                self._spawn(fetcher.stop())
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        except RuntimeError:
+            if hasattr(coro, "close"):
+                coro.close()  # type: ignore[union-attr]
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _state_of(p: LeaderAndIsrPartition) -> PartitionState:
+        return PartitionState(
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr=list(p.isr),
+            replicas=list(p.replicas),
+            partition_epoch=p.partition_epoch,
+            adding_replicas=list(p.adding_replicas),
+            removing_replicas=list(p.removing_replicas),
+            controller_epoch=p.controller_epoch,
+        )
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
         errors = PartitionErrors()
         for p in request.partitions:
-            state = PartitionState(
-                leader=p.leader,
-                leader_epoch=p.leader_epoch,
-                isr=list(p.isr),
-                replicas=list(p.replicas),
-                partition_epoch=p.partition_epoch,
-                adding_replicas=list(p.adding_replicas),
-                removing_replicas=list(p.removing_replicas),
-            )
-            current = self.partitions.get((p.topic, p.partition))
+            tp = (p.topic, p.partition)
+            state = self._state_of(p)
+            current = self.partitions.get(tp)
             if current is not None and p.leader_epoch < current.state.leader_epoch:
-                errors.partitions[(p.topic, p.partition)] = ErrorCode.STALE_CONTROLLER_EPOCH
+                errors.partitions[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                 continue
+            if (
+                current is not None
+                and p.leader_epoch == current.state.leader_epoch
+                and p.leader == current.state.leader
+            ):
+                # Same epoch: at most a newer ISR (partition epoch) for the same leadership.
+                if p.partition_epoch > current.state.partition_epoch:
+                    current.state.replicas = list(p.replicas)
+                    current.state.controller_epoch = p.controller_epoch
+                    current.isr_committed(list(p.isr), p.partition_epoch)
+                    if current.is_leader:
+                        current.make_leader(current.state, None, now_ms())
+                errors.partitions[tp] = ErrorCode.NONE
+                if current.is_leader or self._following(tp):
+                    continue
             try:
-                self.become_leader_or_follower(p.topic, p.partition, p.topic_id, state)
+                self.become_leader_or_follower(
+                    p.topic,
+                    p.partition,
+                    p.topic_id,
+                    state,
+                    self._leader_endpoint(request, p.leader),
+                )
             except OSError as e:
                 log.error("cannot host %s-%d: %s", p.topic, p.partition, e)
-                errors.partitions[(p.topic, p.partition)] = ErrorCode.KAFKA_STORAGE_ERROR
+                errors.partitions[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             else:
-                errors.partitions[(p.topic, p.partition)] = ErrorCode.NONE
+                errors.partitions[tp] = ErrorCode.NONE
         return errors
+
+    def _following(self, tp: tuple[str, int]) -> bool:
+        return any(tp in f.partitions for f in self.fetchers.values())
 
     def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
         errors = PartitionErrors()
@@ -99,11 +262,129 @@ class ReplicaManager:
 
     def stop_replicas(self, partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         for topic, index in partitions:
+            self._remove_from_fetchers((topic, index))
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
                 partition.wake_fetchers()
+                partition.wake_hw_waiters()
             if delete:
                 self.log_manager.delete_log(topic, index)
+
+    # --- ISR maintenance (leader) -------------------------------------------------------------
+
+    def _ensure_isr_task(self) -> None:
+        if self._isr_task is not None and not self._isr_task.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._isr_task = loop.create_task(self._isr_shrink_loop(), name="isr-shrink")
+
+    async def _isr_shrink_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
+            try:
+                self.maybe_shrink_isr(now_ms())
+            except Exception:
+                log.exception("ISR shrink check failed")
+
+    def maybe_shrink_isr(self, now: int) -> None:
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader or not partition.replicated:
+                continue
+            new_isr = partition.isr_shrink(now, self.replica_lag_time_max_ms)
+            if new_isr is not None:
+                log.info(
+                    "%s-%d: shrinking ISR %s -> %s",
+                    partition.topic,
+                    partition.index,
+                    partition.state.isr,
+                    new_isr,
+                )
+                self.propose_isr(partition, new_isr)
+
+    def record_follower_fetch(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start: int
+    ) -> None:
+        new_isr = partition.update_follower_fetch(
+            replica_id, fetch_offset, log_start, now_ms(), self.replica_lag_time_max_ms
+        )
+        if new_isr is not None:
+            log.info(
+                "%s-%d: expanding ISR %s -> %s",
+                partition.topic,
+                partition.index,
+                partition.state.isr,
+                new_isr,
+            )
+            self.propose_isr(partition, new_isr)
+
+    def propose_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        proposal = list(new_isr)
+        partition.pending_isr = proposal
+        if self.zk is None or self._io is None:
+            partition.isr_committed(proposal, partition.state.partition_epoch + 1)
+            return
+        self._spawn(self._write_isr(partition, proposal))
+
+    async def _write_isr(self, partition: Partition, proposal: list[int]) -> None:
+        assert self._io is not None
+        st = partition.state
+        epoch = st.leader_epoch
+        new = zk.PartitionState(
+            leader=self.broker_id,
+            leader_epoch=epoch,
+            isr=tuple(proposal),
+            controller_epoch=st.controller_epoch,
+            partition_epoch=st.partition_epoch,
+        )
+
+        def still_ours() -> bool:
+            return (
+                partition.pending_isr is proposal
+                and partition.is_leader
+                and partition.state.leader_epoch == epoch
+                and self.partitions.get((partition.topic, partition.index)) is partition
+            )
+
+        try:
+            written = await self._io(
+                self.zk.update_partition_state, partition.topic, partition.index, new, None
+            )
+        except BadVersionError:
+            # Someone (the controller) changed the state: adopt it when it is still ours.
+            current = await self._io(self.zk.get_partition_state, partition.topic, partition.index)
+            if still_ours():
+                partition.pending_isr = None
+                if (
+                    current is not None
+                    and current.leader == self.broker_id
+                    and current.leader_epoch == epoch
+                ):
+                    partition.isr_committed(list(current.isr), current.partition_epoch)
+            return
+        except Exception as e:
+            log.warning("%s-%d: ISR write failed: %s", partition.topic, partition.index, e)
+            if still_ours():
+                partition.pending_isr = None
+            return
+        if still_ours():
+            partition.isr_committed(list(written.isr), written.partition_epoch)
+        with contextlib.suppress(Exception):
+            await self._io(self._notify_isr_change, partition.topic, partition.index)
+
+    def _notify_isr_change(self, topic: str, index: int) -> None:
+        data = json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": index}]},
+            separators=(",", ":"),
+        ).encode()
+        self.zk.store.create(
+            f"{zk.ISR_CHANGE_NOTIFICATION}/{zk.ISR_CHANGE_PREFIX}",
+            data,
+            sequential=True,
+            makepath=True,
+        )
 
     def update_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)
@@ -132,7 +413,7 @@ class ReplicaManager:
         self, partition: Partition, records: memoryview | None, produce_version: int, acks: int
     ) -> AppendOutcome:
         config = partition.log.config
-        if acks == -1 and len(partition.state.isr) < config.min_insync_replicas:
+        if acks == -1 and len(partition.state.isr) < partition.effective_min_isr:
             return AppendOutcome(
                 ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=partition.log.log_start_offset
             )
@@ -167,7 +448,38 @@ class ReplicaManager:
                 result.max_timestamp if config.message_timestamp_type == "LogAppendTime" else -1
             ),
             log_start_offset=result.log_start_offset,
+            last_offset=result.last_offset,
         )
+
+    async def wait_for_replication(
+        self, partition: Partition, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        """acks=all: wait until the HW passes `required_offset` (the purgatory, §3.6)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        epoch = partition.state.leader_epoch
+        while True:
+            if (
+                self.partitions.get((partition.topic, partition.index)) is not partition
+                or not partition.is_leader
+                or partition.state.leader_epoch != epoch
+            ):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if partition.high_watermark >= required_offset:
+                if len(partition.state.isr) < partition.effective_min_isr:
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            fut: asyncio.Future[None] = loop.create_future()
+            partition.add_hw_waiter(fut)
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), remaining)
+            except TimeoutError:
+                pass
+            finally:
+                partition.remove_hw_waiter(fut)
 
     # --- fetch wake-ups ---------------------------------------------------------------------
 

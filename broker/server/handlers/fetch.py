@@ -29,6 +29,9 @@ class _Wanted:
     fetch_offset: int
     max_bytes: int
     error: ErrorCode = ErrorCode.NONE
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
 
 
 def _error_body(code: ErrorCode) -> dict[str, Any]:
@@ -42,6 +45,13 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
     cache = broker.metadata_cache
 
     def wanted_from(topic: dict[str, Any], part: dict[str, Any]) -> _Wanted:
+        w = _wanted_from(topic, part)
+        w.current_leader_epoch = part.get("current_leader_epoch", -1)
+        w.last_fetched_epoch = part.get("last_fetched_epoch", -1)
+        w.log_start_offset = part.get("log_start_offset", -1)
+        return w
+
+    def _wanted_from(topic: dict[str, Any], part: dict[str, Any]) -> _Wanted:
         if v >= 13:
             name = cache.topic_name(topic["topic_id"])
             w = _Wanted(
@@ -64,6 +74,11 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
         )
 
     requested = [wanted_from(t, p) for t in req["topics"] for p in t["partitions"]]
+    # A follower's fetch (a broker id as replica id) reads up to the log end (reference §3.1).
+    if v >= 15:
+        replica_id = (req.get("replica_state") or {}).get("replica_id", -1)
+    else:
+        replica_id = req.get("replica_id", -1)
 
     session: FetchSession | None = None
     incremental = False
@@ -113,7 +128,9 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
 
     # Long poll: re-read after each wake-up until min_bytes are there or max_wait_ms is over.
     while True:
-        results, total, any_error, partitions = _read_all(ctx, requested, max_bytes, read_committed)
+        results, total, any_error, partitions = _read_all(
+            ctx, requested, max_bytes, read_committed, replica_id
+        )
         remaining = deadline - time.monotonic()
         if total >= min_bytes or any_error or remaining <= 0 or not requested:
             break
@@ -163,8 +180,42 @@ def _size(records: Any) -> int:
     return records.size if hasattr(records, "fileno") else len(records)
 
 
+def _follower_partition(ctx: RequestContext, w: _Wanted, replica_id: int) -> Any:
+    """The led partition a follower fetches from, after the leader epoch fencing checks."""
+    rm = ctx.broker.replica_manager
+    known = ctx.broker.metadata_cache.get_partition(w.topic, w.index) is not None
+    partition = rm.leader_partition(w.topic, w.index, known)
+    epoch = partition.state.leader_epoch
+    if w.current_leader_epoch >= 0:
+        if w.current_leader_epoch < epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+        if w.current_leader_epoch > epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    if replica_id not in partition.state.replicas:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return partition
+
+
+def _diverging(partition: Any, w: _Wanted) -> tuple[int, int] | None:
+    """(epoch, end offset) when the follower's last fetched epoch ends before its fetch offset
+    on the leader (fetch-based truncation, reference §3.5)."""
+    if w.last_fetched_epoch < 0:
+        return None
+    log = partition.log
+    epoch, end = log.epoch_cache.end_offset_for(w.last_fetched_epoch, log.log_end_offset)
+    if epoch < 0 or end < 0:
+        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+    if epoch < w.last_fetched_epoch or end < w.fetch_offset:
+        return epoch, end
+    return None
+
+
 def _read_all(
-    ctx: RequestContext, requested: list[_Wanted], max_bytes: int, read_committed: bool
+    ctx: RequestContext,
+    requested: list[_Wanted],
+    max_bytes: int,
+    read_committed: bool,
+    replica_id: int = -1,
 ) -> tuple[list[tuple[_Wanted, dict[str, Any]]], int, bool, list[Any]]:
     v = ctx.version
     rm = ctx.broker.replica_manager
@@ -191,9 +242,12 @@ def _read_all(
             any_error = True
             continue
         try:
-            partition = rm.leader_partition(
-                w.topic, w.index, cache.get_partition(w.topic, w.index) is not None
-            )
+            if replica_id >= 0:
+                partition = _follower_partition(ctx, w, replica_id)
+            else:
+                partition = rm.leader_partition(
+                    w.topic, w.index, cache.get_partition(w.topic, w.index) is not None
+                )
         except KafkaError as e:
             part["error_code"] = e.code
             any_error = True
@@ -204,11 +258,33 @@ def _read_all(
         part["high_watermark"] = hw
         part["last_stable_offset"] = hw
         part["log_start_offset"] = log.log_start_offset
+        if replica_id >= 0:
+            try:
+                diverging = _diverging(partition, w)
+            except KafkaError as e:
+                part["error_code"] = e.code
+                any_error = True
+                continue
+            if diverging is not None:
+                part["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+                any_error = True  # answer at once: the follower must truncate first
+                continue
+            if w.fetch_offset > log.log_end_offset or w.fetch_offset < log.log_start_offset:
+                part["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                any_error = True
+                continue
+            rm.record_follower_fetch(partition, replica_id, w.fetch_offset, w.log_start_offset)
+            part["high_watermark"] = partition.high_watermark
         limit = min(w.max_bytes, remaining)
         if limit <= 0 and not min_one:
             continue
         try:
-            region = log.read(w.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=min_one)
+            region = log.read(
+                w.fetch_offset,
+                max(limit, 0),
+                max_offset=None if replica_id >= 0 else hw,
+                min_one_batch=min_one,
+            )
         except KafkaError as e:
             part["error_code"] = e.code
             any_error = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -15,6 +16,8 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     broker = ctx.broker
     acks = req["acks"]
     responses = []
+    # acks=all: appended partitions wait for the high watermark (reference §3.6).
+    waiting: list[tuple[dict[str, Any], Any, int]] = []
     for topic in req["topic_data"]:
         name = topic["name"]
         results = []
@@ -46,17 +49,29 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 results.append({"index": index, "error_code": e.code, "base_offset": -1})
                 continue
             outcome = broker.replica_manager.append(partition, part["records"], ctx.version, acks)
-            results.append(
-                {
-                    "index": index,
-                    "error_code": outcome.error,
-                    "base_offset": outcome.base_offset,
-                    "log_append_time_ms": outcome.log_append_time,
-                    "log_start_offset": outcome.log_start_offset,
-                    "error_message": outcome.message,
-                }
-            )
+            result = {
+                "index": index,
+                "error_code": outcome.error,
+                "base_offset": outcome.base_offset,
+                "log_append_time_ms": outcome.log_append_time,
+                "log_start_offset": outcome.log_start_offset,
+                "error_message": outcome.message,
+            }
+            results.append(result)
+            if acks == -1 and outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
+                waiting.append((result, partition, outcome.last_offset + 1))
         responses.append({"name": name, "partition_responses": results})
+    if waiting:
+        timeout_s = max(req.get("timeout_ms", 30000), 0) / 1000
+        codes = await asyncio.gather(
+            *(
+                broker.replica_manager.wait_for_replication(partition, required, timeout_s)
+                for _, partition, required in waiting
+            )
+        )
+        for (result, _, _), code in zip(waiting, codes, strict=True):
+            if code != ErrorCode.NONE:
+                result["error_code"] = code
     if acks == 0:
         # No response can carry the error: like Kafka, close so the client refreshes metadata.
         for topic in responses:

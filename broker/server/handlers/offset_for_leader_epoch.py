@@ -1,0 +1,53 @@
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ends in the leader's log.
+
+Followers ask it before fetching to find where their log diverges (KIP-101/279); consumers
+ask it to validate their position after a leader change (KIP-320). Only the leader answers,
+from its leader-epoch cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from .registry import RequestContext, handles
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, "0-4")
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, req: dict[str, Any]
+) -> dict[str, Any]:
+    broker = ctx.broker
+    topics = []
+    for topic in req["topics"]:
+        name = topic["topic"]
+        parts = []
+        for p in topic["partitions"]:
+            index = p["partition"]
+            out: dict[str, Any] = {
+                "error_code": ErrorCode.NONE,
+                "partition": index,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            parts.append(out)
+            try:
+                partition = broker.replica_manager.leader_partition(
+                    name, index, broker.metadata_cache.get_partition(name, index) is not None
+                )
+                current = p.get("current_leader_epoch", -1)
+                epoch = partition.state.leader_epoch
+                if current >= 0 and current < epoch:
+                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+                if current > epoch:
+                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+            except KafkaError as e:
+                out["error_code"] = e.code
+                continue
+            log = partition.log
+            found_epoch, end = log.epoch_cache.end_offset_for(p["leader_epoch"], log.log_end_offset)
+            out["leader_epoch"] = found_epoch
+            out["end_offset"] = end
+        topics.append({"topic": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
