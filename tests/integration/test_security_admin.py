@@ -4,10 +4,13 @@ AdminClient and the project's own admin client; everything survives a broker res
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
+from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
@@ -24,6 +27,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.error import KafkaError as CKafkaError
 from odradek.broker.client import admin as ours
+from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
@@ -36,13 +40,24 @@ def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 60) -> T:
     return asyncio.run(main())
 
 
+def confluent_admin(bootstrap: str) -> AdminClient:
+    """An AdminClient once the broker's metadata names a controller: librdkafka sends some
+    admin requests to the controller and does not look again soon after a -1."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while admin.list_topics(timeout=10).controller_id < 0:
+        assert time.monotonic() < deadline, "no controller after 30s"
+        time.sleep(0.1)
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
 def _acl(name: str, pattern: ResourcePatternType, op: AclOperation, perm: AclPermissionType):
     return AclBinding(ResourceType.TOPIC, name, pattern, "User:alice", "*", op, perm)
 
 
 def test_acls_with_confluent_admin(broker_factory) -> None:
     broker = broker_factory()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = confluent_admin(broker.bootstrap)
     bindings = [
         _acl("orders", ResourcePatternType.LITERAL, AclOperation.READ, AclPermissionType.ALLOW),
         _acl("app-", ResourcePatternType.PREFIXED, AclOperation.WRITE, AclPermissionType.DENY),
@@ -69,7 +84,7 @@ def test_acls_with_confluent_admin(broker_factory) -> None:
     assert info.value.args[0].code() == CKafkaError.INVALID_REQUEST
 
     broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = confluent_admin(broker.bootstrap)
     assert len(admin.describe_acls(everything).result()) == 2
     literal = AclBindingFilter(
         ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, None, None,
@@ -81,7 +96,7 @@ def test_acls_with_confluent_admin(broker_factory) -> None:
 
 def test_scram_credentials_with_confluent_admin(broker_factory) -> None:
     broker = broker_factory()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = confluent_admin(broker.bootstrap)
     sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
     sha256 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
     upserts = [
@@ -107,7 +122,7 @@ def test_scram_credentials_with_confluent_admin(broker_factory) -> None:
     assert info.value.args[0].code() == CKafkaError.RESOURCE_NOT_FOUND
 
     broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = confluent_admin(broker.bootstrap)
     assert set(admin.describe_user_scram_credentials().result()) == {"alice", "bob"}
     deletion = UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([deletion])["bob"].result()
@@ -164,3 +179,64 @@ def test_scram_and_quotas_with_project_admin(broker_factory) -> None:
     run(first)
     broker.restart()
     run(second)
+
+
+def test_any_broker_of_a_cluster_serves_the_same_acls_credentials_and_quotas(
+    cluster_factory,
+) -> None:
+    cluster: Cluster = cluster_factory(3)
+    upsert = ours.ScramUpsertion("alice", ours.ScramMechanism.SCRAM_SHA_512, "pw").to_body()
+    resp = cluster[2].request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [], "upsertions": [upsert]}
+    )
+    assert resp["results"][0]["error_code"] == 0
+    quota = {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": "app"}],
+                "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert cluster[1].request(ApiKey.ALTER_CLIENT_QUOTAS, quota)["entries"][0]["error_code"] == 0
+    acl = {
+        "resource_type": 2, "resource_name": "orders", "resource_pattern_type": 3,
+        "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3,
+    }  # fmt: skip
+    resp = cluster[3].request(ApiKey.CREATE_ACLS, {"creations": [acl]}, version=1)
+    assert resp["results"][0]["error_code"] == 0
+
+    for b in cluster.running():
+        creds = b.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None})
+        assert [(r["user"], r["credential_infos"]) for r in creds["results"]] == [
+            ("alice", [{"mechanism": 2, "iterations": 4096}])
+        ]
+        quotas = b.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
+        assert [e["values"] for e in quotas["entries"]] == [
+            [{"key": "producer_byte_rate", "value": 1048576.0}]
+        ]
+        acls = b.request(
+            ApiKey.DESCRIBE_ACLS,
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },  # fmt: skip
+            version=1,
+        )
+        assert [r["resource_name"] for r in acls["resources"]] == ["orders"]
+
+    # Kafka's znodes, readable by Kafka's own tools
+    config = json.loads(cluster.zk.get("/config/users/alice")[0])["config"]
+    assert config["SCRAM-SHA-512"].startswith("salt=")
+    assert json.loads(cluster.zk.get("/config/clients/app")[0])["config"] == {
+        "producer_byte_rate": "1048576"
+    }
+    assert json.loads(cluster.zk.get("/kafka-acl/Topic/orders")[0])["acls"] == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}
+    ]
