@@ -25,6 +25,11 @@ def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     TopicHandlers(cfg).register(registry)
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In-cluster service account, else $KUBECONFIG / ~/.kube/config (kubernetes client).
+        return kopf.login_via_client(**kwargs)
+
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # Our own finalizer and annotation names, and no status.kopf (the CRD schema prunes it).

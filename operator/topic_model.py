@@ -195,12 +195,21 @@ def in_drift_mode(status: Mapping[str, Any] | None, generation: int | None) -> b
 
 @dataclass(slots=True, order=True)
 class OwnerKey:
-    """Orders resources claiming one topic: the oldest (then lowest uid) wins."""
+    """Orders resources claiming one topic: the oldest wins. creationTimestamp has one-second
+    resolution, so within a second the one already managing the topic wins, then the lowest uid."""
 
     created: str
+    unmanaged: bool
     uid: str
     namespace: str = field(compare=False)
     name: str = field(compare=False)
+
+
+def manages(status: Mapping[str, Any] | None) -> bool:
+    """Whether a resource's status says it has been managing its topic."""
+    status = status or {}
+    ready = get_condition(status.get("conditions"), "Ready") or {}
+    return bool(status.get("topicId")) and ready.get("reason") != RESOURCE_CONFLICT
 
 
 def conflict_winner(claims: Sequence[OwnerKey]) -> OwnerKey | None:

@@ -50,6 +50,7 @@ from .topic_model import (
     desired_from,
     get_condition,
     in_drift_mode,
+    manages,
     now_iso,
     parse_time,
     plan,
@@ -114,14 +115,24 @@ class TopicHandlers:
     # -- indexes --------------------------------------------------------------------------
 
     def topic_claims(
-        self, namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any], **_: Any
+        self,
+        namespace: str,
+        name: str,
+        meta: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        status: Mapping[str, Any],
+        **_: Any,
     ) -> dict | None:
         """(namespace, cluster, topic) -> the resources claiming that topic."""
         cluster = spec.get("cluster")
         if not cluster:
             return None
         key = (namespace, cluster, topic_name(name, spec))
-        return {key: OwnerKey(meta.get("creationTimestamp", ""), meta["uid"], namespace, name)}
+        managing = manages(status)
+        owner = OwnerKey(
+            meta.get("creationTimestamp", ""), not managing, meta["uid"], namespace, name
+        )
+        return {key: owner}
 
     def bootstrap_services(
         self,
@@ -364,7 +375,8 @@ class TopicHandlers:
         else:
             new["retry"] = None
         for key, value in new.items():
-            patch.status[key] = value
+            if status.get(key) != value:  # unchanged status is not rewritten every resync
+                patch.status[key] = value
         changed = (
             old_ready is None
             or old_ready.get("status") != ("True" if outcome.ready else "False")

@@ -352,7 +352,8 @@ class ControlPlane:
                 "--authorization-mode=RBAC",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
-                "--v=1",
+                # the "kubernetes" Service cannot point at loopback; nothing here needs it
+                "--endpoint-reconciler-type=none",
             ],
             self.work / "logs" / "kube-apiserver.log",
         ).start()

@@ -82,11 +82,13 @@ def test_drift_mode_needs_the_current_generation_applied() -> None:
 
 
 def test_the_oldest_claim_wins_then_the_lowest_uid() -> None:
-    a = OwnerKey("2024-01-02T00:00:00Z", "b", "ns", "late")
-    b = OwnerKey("2024-01-01T00:00:00Z", "z", "ns", "early")
-    c = OwnerKey("2024-01-01T00:00:00Z", "a", "ns", "early-same-second")
+    a = OwnerKey("2024-01-02T00:00:00Z", False, "b", "ns", "late-managing")
+    b = OwnerKey("2024-01-01T00:00:00Z", True, "z", "ns", "early")
+    c = OwnerKey("2024-01-01T00:00:00Z", True, "a", "ns", "early-same-second")
+    d = OwnerKey("2024-01-01T00:00:00Z", False, "y", "ns", "early-managing")
     assert conflict_winner([a, b]) is b
     assert conflict_winner([a, b, c]) is c
+    assert conflict_winner([a, b, c, d]) is d
     assert conflict_winner([]) is None
 
 
