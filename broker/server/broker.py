@@ -47,6 +47,8 @@ from .network import Listener, SocketServer
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
+# How long client requests wait, right after start-up, for the first UpdateMetadata.
+READY_TIMEOUT_S = 30.0
 
 
 class Broker(BrokerControl):
@@ -91,6 +93,8 @@ class Broker(BrokerControl):
         self.controller_epoch_seen = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_task: asyncio.Task[None] | None = None
+        # Set once the controller's metadata lists this broker: client requests wait for it.
+        self.ready = asyncio.Event()
 
     # --- topic configuration ----------------------------------------------------------------
 
@@ -136,6 +140,8 @@ class Broker(BrokerControl):
         else:
             self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
         self.zk = KafkaZk(self.store)
+        # Leaders write their ISR changes to the partition state znodes (replication §3.4).
+        self.replica_manager.attach(self.zk, self._io, config)
         await self._io(self.zk.create_top_level_paths)
         self.cluster_id = await self._io(self.zk.get_or_create_cluster_id)
         self.metadata_cache.cluster_id = self.cluster_id
@@ -340,6 +346,7 @@ class Broker(BrokerControl):
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
+        await self.replica_manager.shutdown()
         await self.server.stop()
         await self.group_coordinator.shutdown()
         if self.controller is not None:
@@ -376,7 +383,18 @@ class Broker(BrokerControl):
 
     async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
         self.metadata_cache.update(request)
+        if (
+            self.metadata_cache.is_alive(self.broker_id)
+            and self.metadata_cache.controller_id is not None
+        ):
+            self.ready.set()
         return ErrorCode.NONE
+
+    async def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Hold a client request until this broker knows the cluster (bounded)."""
+        if not self.ready.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready.wait(), timeout)
 
     # --- group coordinator: follows the leadership of __consumer_offsets partitions ----------
 

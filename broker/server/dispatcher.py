@@ -21,6 +21,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Answered even before the controller has told this broker about the cluster: the controller's
+# own requests (which make the broker ready), ApiVersions, and SASL authentication.
+_SERVED_BEFORE_READY = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+    }
+)
+
 
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
@@ -56,6 +70,8 @@ class Dispatcher:
             request = codec.decode_request(header.api_key, version, frame, offset)
         except codec.ProtocolError as e:
             raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{version}: {e}") from e
+        if header.api_key not in _SERVED_BEFORE_READY and not self.broker.ready.is_set():
+            await self.broker.wait_ready()
         ctx = RequestContext(self.broker, conn, header)
         response = await spec.fn(ctx, request)
         if response is None:
