@@ -14,14 +14,11 @@ from pathlib import Path
 
 import pytest
 from kube_harness import (
-    CRDS,
-    START_TIMEOUT,
     Broker,
     ControlPlane,
     Operator,
     live_processes,
     require_tools,
-    wait_until,
 )
 
 if os.environ.get("ODRADEK_OPERATOR_TESTS", "") not in ("1", "true"):
@@ -41,8 +38,7 @@ def kube(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Co
     plane = ControlPlane(k8s_bin, tmp_path_factory.mktemp("kube"))
     try:
         plane.start()
-        plane.kubectl("apply", "--server-side", "-f", str(CRDS))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        plane.install_crds()
         yield plane
     finally:
         plane.stop()
@@ -83,20 +79,11 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[[], Broker]]:
 @pytest.fixture(scope="session")
 def operator(kube: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     op = Operator(kube, tmp_path_factory.mktemp("operator"))
-    op.process.start()
-
-    def up() -> bool:
-        op.process.check_alive()
-        try:
-            return "odradek_operator" in op.metrics()
-        except OSError:
-            return False
-
-    wait_until(up, START_TIMEOUT, what="the operator's metrics endpoint")
+    op.start()
     try:
         yield op
     finally:
-        op.process.stop()
+        op.stop()
 
 
 @pytest.fixture

@@ -237,7 +237,8 @@ class Process:
                 env=self.env,
                 start_new_session=True,
             )
-        live_processes.append(self)
+        if self not in live_processes:
+            live_processes.append(self)
         return self
 
     @property
@@ -422,7 +423,12 @@ class ControlPlane:
         check: bool = True,
         kubeconfig: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.bin / "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        cmd = [
+            str(self.bin / "kubectl"),
+            f"--kubeconfig={kubeconfig or self.kubeconfig}",
+            f"--cache-dir={self.work / 'kubectl-cache'}",
+            *args,
+        ]
         result = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=120)
         if check and result.returncode != 0:
             pytest.fail(
@@ -436,6 +442,21 @@ class ControlPlane:
         text = manifest if isinstance(manifest, str) else json.dumps(manifest)
         ns = ["-n", namespace] if namespace else []
         self.kubectl("apply", *ns, "-f", "-", input=text)
+
+    def install_crds(self) -> None:
+        """Apply manifests/crds and wait until each is served and published in OpenAPI (what
+        `kubectl explain` and client-side validation read)."""
+        self.kubectl("apply", "--server-side", "-f", str(CRDS))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        plurals = self.kubectl(
+            "get", "crd", "-o", 'jsonpath={range .items[*]}{.metadata.name}{"\\n"}{end}'
+        ).stdout.split()
+        for crd in plurals:
+            wait_until(
+                lambda crd=crd: self.kubectl("explain", crd, check=False).returncode == 0,
+                60,
+                what=f"{crd} in the OpenAPI document",
+            )
 
     def get(self, kind: str, name: str, namespace: str) -> dict | None:
         r = self.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
@@ -522,6 +543,21 @@ class Operator:
             work / "operator.log",
             env=env,
         )
+
+    def start(self) -> None:
+        self.process.start()
+
+        def up() -> bool:
+            self.process.check_alive()
+            try:
+                return "odradek_operator" in self.metrics()
+            except OSError:
+                return False
+
+        wait_until(up, START_TIMEOUT, what="the operator's metrics endpoint")
+
+    def stop(self) -> None:
+        self.process.stop()
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"

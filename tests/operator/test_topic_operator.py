@@ -491,6 +491,36 @@ def test_create_delete_recreate_ten_times_ends_consistent(
     assert "DeletionAbandoned" not in reasons and "DeleteFailed" not in reasons
 
 
+def test_changes_made_while_the_operator_is_down_are_applied_after_restart(
+    kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
+) -> None:
+    kube.apply(topic("resumed", bootstrap=broker.bootstrap, partitions=2), namespace)
+    kube.apply(topic("doomed", bootstrap=broker.bootstrap, deletionPolicy="Delete"), namespace)
+    wait_ready(kube, namespace, "resumed")
+    wait_ready(kube, namespace, "doomed")
+    operator.stop()
+    try:
+        kube.apply(
+            topic(
+                "resumed",
+                bootstrap=broker.bootstrap,
+                partitions=4,
+                config={"retention.ms": "4444"},
+            ),
+            namespace,
+        )
+        kube.kubectl("delete", "topic", "doomed", "-n", namespace, "--wait=false")
+        # the finalizer holds the resource until the operator has dealt with the topic
+        assert kube.get("topic", "doomed", namespace)["metadata"]["deletionTimestamp"]
+    finally:
+        operator.start()
+    obj = wait_ready(kube, namespace, "resumed")
+    assert obj["metadata"]["generation"] == 2
+    assert broker_topic(broker.bootstrap, "resumed") == (4, 1, {"retention.ms": "4444"})
+    wait_until(lambda: kube.get("topic", "doomed", namespace) is None, 60, what="deletion")
+    assert broker_topic(broker.bootstrap, "doomed") is None
+
+
 def test_owned_objects_are_garbage_collected(
     kube_gc: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
