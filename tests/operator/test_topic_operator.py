@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any
 
+import kube_harness
 import pytest
 from kube_harness import Broker, ControlPlane, Operator, wait_until
 from odradek.broker.client import (
@@ -189,6 +190,12 @@ def test_explain_describes_the_fields(kube: ControlPlane) -> None:
     assert "never" in text and "lowered" in text
     text = kube.kubectl("explain", "topics.spec.deletionPolicy").stdout
     assert "Retain" in text and "Delete" in text
+
+
+def test_example_manifests_are_accepted(kube: ControlPlane, namespace: str) -> None:
+    examples = str(kube_harness.ROOT / "manifests" / "examples")
+    out = kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", examples).stdout
+    assert "orders" in out and "legacy-events" in out
 
 
 def test_partitions_raised_from_3_to_6(
