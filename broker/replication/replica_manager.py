@@ -78,7 +78,7 @@ class ReplicaManager:
         self.config = config
         if config is not None:
             self.replica_lag_time_max_ms = int(config.get("replica.lag.time.max.ms"))
-            self.inter_broker_listener = config.get("inter.broker.listener.name")
+            self.inter_broker_listener = getattr(config, "inter_broker_listener", None)
 
     def fetcher_settings(self) -> FetcherSettings:
         s = FetcherSettings(self.broker_id)
@@ -324,7 +324,8 @@ class ReplicaManager:
         proposal = list(new_isr)
         partition.pending_isr = proposal
         if self.zk is None or self._io is None:
-            partition.isr_committed(proposal, partition.state.partition_epoch + 1)
+            # No metadata store attached (unit tests): the change is only local.
+            partition.isr_committed(proposal, partition.state.partition_epoch)
             return
         self._spawn(self._write_isr(partition, proposal))
 

@@ -1,0 +1,172 @@
+"""Data replication on three real brokers and a real ZooKeeper ensemble: acks=all writes survive
+kill -9 of the partition leader, and acks=all is refused while the ISR is below
+min.insync.replicas (reference §3)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
+from confluent_kafka import Consumer, Producer, TopicPartition
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.records.record import Record, build_batch
+
+TOPIC = "replicated"
+OVERRIDES = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "10000"}
+KILLS = 5
+
+
+def partition_state(c: Cluster, topic: str = TOPIC) -> dict:
+    data, _ = c.zk.get(f"/brokers/topics/{topic}/partitions/0/state")
+    return json.loads(data)
+
+
+def leader_serving(c: Cluster, topic: str = TOPIC) -> int | None:
+    """The leader named by the state znode, once that broker answers Metadata with it."""
+    state = partition_state(c, topic)
+    leader = state["leader"]
+    if leader < 0 or not c[leader].running:
+        return None
+    view = c[leader].metadata([topic])
+    parts = view["topics"][0]["partitions"]
+    if parts and parts[0]["leader_id"] == leader:
+        return leader
+    return None
+
+
+def full_isr(c: Cluster, topic: str = TOPIC) -> bool:
+    return sorted(partition_state(c, topic)["isr"]) == [1, 2, 3]
+
+
+def create(c: Cluster, topic: str = TOPIC) -> None:
+    c.create_topic(topic, 1, 3)
+    c.wait_until(lambda: leader_serving(c, topic), f"a leader for {topic}")
+    c.wait_until(lambda: full_isr(c, topic), f"three in-sync replicas of {topic}")
+
+
+def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{time.time()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 120
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            out.append((msg.offset(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_acks_all_survives_kill_9_of_the_leader(cluster_factory) -> None:
+    c = cluster_factory(3, OVERRIDES)
+    create(c)
+    bootstrap = ",".join(b.bootstrap for b in c.brokers.values())
+    acked: dict[int, bytes] = {}
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked[msg.offset()] = msg.value()
+        else:
+            failed.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,
+            "message.timeout.ms": 120000,
+            "retry.backoff.ms": 200,
+            "linger.ms": 5,
+        }
+    )
+
+    def produce_forever() -> None:
+        n = 0
+        while not stop.is_set():
+            producer.produce(TOPIC, f"record-{n}".encode(), partition=0, on_delivery=on_delivery)
+            n += 1
+            producer.poll(0.01)
+        producer.flush(150)
+
+    writer = threading.Thread(target=produce_forever, daemon=True)
+    writer.start()
+    try:
+        for _ in range(KILLS):
+            before = len(acked)
+            c.wait_until(lambda b=before: len(acked) > b + 20, "acknowledged writes")
+            leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
+            c[leader].kill()
+            c.wait_until(
+                lambda old=leader: (leader_serving(c) or old) != old, "a new leader elsewhere"
+            )
+            c[leader].start()
+            c.wait_until(lambda: full_isr(c), "the restarted broker back in the ISR")
+        before = len(acked)
+        c.wait_until(lambda: len(acked) > before + 20, "writes after the last restart")
+    finally:
+        stop.set()
+        writer.join(180)
+    assert not writer.is_alive()
+    assert acked, failed
+    consumed = consume_all(bootstrap, TOPIC)
+    offsets = [o for o, _ in consumed]
+    assert offsets == list(range(len(offsets))), "offsets have gaps or duplicates"
+    values = dict(consumed)
+    missing = [o for o, v in acked.items() if values.get(o) != v]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. offset {missing[:5]}"
+
+
+def produce_raw(c: Cluster, broker: int, acks: int) -> dict:
+    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=b"x")])
+    body = {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    resp = c[broker].request(ApiKey.PRODUCE, body)
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def log_end(c: Cluster, broker: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+    resp = c[broker].request(ApiKey.LIST_OFFSETS, body)
+    return resp["topics"][0]["partitions"][0]["offset"]
+
+
+def test_acks_all_refused_with_one_in_sync_replica(cluster_factory) -> None:
+    c = cluster_factory(3, OVERRIDES)
+    create(c)
+    leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
+    assert produce_raw(c, leader, -1)["error_code"] == ErrorCode.NONE
+    for b in (1, 2, 3):
+        if b != leader:
+            c[b].kill()
+    # acks=1 is not bound by min.insync.replicas; the followers now lag behind this write, and
+    # the leader removes them from the ISR after replica.lag.time.max.ms.
+    assert produce_raw(c, leader, 1)["error_code"] == ErrorCode.NONE
+    c.wait_until(lambda: partition_state(c)["isr"] == [leader], "the ISR down to the leader")
+    c.wait_until(lambda: leader_serving(c) == leader, "the leader serving alone")
+    end = c.wait_until(lambda: log_end(c, leader) == 2 and 2, "the high watermark at 2")
+    result = produce_raw(c, leader, -1)
+    assert result["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert log_end(c, leader) == end
