@@ -36,19 +36,30 @@ from ..coordinator.group import OFFSETS_TOPIC, GroupCoordinator, GroupCoordinato
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..replication.replica_manager import ReplicaManager
+from ..security.service import SecurityService
 from ..storage.checkpoint import META_PROPERTIES, read_properties
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
+from .handlers.sasl import SaslAuthenticator
 from .network import Listener, SocketServer
+from .tls import server_context
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
 # How long client requests wait, right after start-up, for the first UpdateMetadata.
 READY_TIMEOUT_S = 30.0
+
+
+def _listener(config: BrokerConfig, ep: Endpoint) -> Listener:
+    """A socket listener; SSL and SASL_SSL ones get their TLS context (bad files fail here)."""
+    ctx = None
+    if ep.security_protocol in ("SSL", "SASL_SSL"):
+        ctx = server_context(config.get_raw, ep.listener, ep.security_protocol)
+    return Listener(ep.listener, ep.host, ep.port, ep.security_protocol, ctx)
 
 
 class Broker(BrokerControl):
@@ -81,10 +92,13 @@ class Broker(BrokerControl):
             partition_count=lambda: self.metadata_cache.partition_count(OFFSETS_TOPIC),
         )
         self.server = SocketServer(
-            [Listener(e.listener, e.host, e.port) for e in config.listeners],
+            [_listener(config, e) for e in config.listeners],
             Dispatcher(self).handle_frame,
             config.get("socket.request.max.bytes"),
         )
+        # Security: SASL servers, SCRAM credentials, ACLs, quotas (created once the store is up).
+        self.security: SecurityService | None = None
+        self.server.new_authenticator = functools.partial(SaslAuthenticator, self)
         self.controller: Controller | None = None
         self.topic_admin: TopicAdmin | None = None
         self.config_changes: ConfigChangeListener | None = None
@@ -164,6 +178,8 @@ class Broker(BrokerControl):
         self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         await self.group_coordinator.start()
+        self.security = SecurityService(self.zk, config.get_raw, executor=self.executor)
+        await self.security.start()
         await self.server.start()
         self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
         self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
@@ -172,6 +188,7 @@ class Broker(BrokerControl):
             config,
             on_topic_config=self._on_topic_config,
             on_broker_config=self._on_broker_config,
+            on_entity_config=self.security.on_entity_config,
             executor=self.executor,
         )
         await self.config_changes.start()
@@ -353,6 +370,8 @@ class Broker(BrokerControl):
             await self.controller.shutdown()
         if self.config_changes is not None:
             await self.config_changes.stop()
+        if self.security is not None:
+            await self.security.stop()
         self.log_manager.shutdown()
         if self.store is not None:
             await self._io(self.store.close)

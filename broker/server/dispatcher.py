@@ -2,7 +2,9 @@
 
 Kafka's rules (reference §7.3): an unknown API key or an unsupported version closes the
 connection without an answer, except ApiVersions, which accepts any version and answers a
-too-new one with a v0 UNSUPPORTED_VERSION response listing only itself.
+too-new one with a v0 UNSUPPORTED_VERSION response listing only itself. On SASL listeners a
+connection that has not authenticated may only send ApiVersions and the SASL requests (or, after
+SaslHandshake v0, bare tokens); anything else closes it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..protocol import codec
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from .handlers import HANDLERS, RequestContext
+from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
 
 if TYPE_CHECKING:
@@ -41,10 +44,18 @@ class Dispatcher:
         self.broker = broker
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> list[Any] | None:
+        auth = conn.authenticator
+        pre_auth = auth is not None and not auth.complete
+        if pre_auth and auth.expects_raw_token:
+            return auth.raw_token(frame)
         try:
             header, offset = codec.read_request_header(frame)
         except codec.ProtocolError as e:
             raise CloseConnection(f"malformed request header: {e}") from e
+        if pre_auth and header.api_key not in PRE_AUTH_APIS:
+            raise CloseConnection(
+                f"request with API key {header.api_key} before SASL authentication completed"
+            )
         spec = HANDLERS.get(header.api_key)
         if spec is None:
             raise CloseConnection(f"unknown or unsupported API key {header.api_key}")

@@ -7,6 +7,8 @@ Pipelining clients still work: their further requests wait in the kernel's socke
 
 Plain sockets (not asyncio transports) are used so that fetch responses can hand log bytes to
 the kernel with os.sendfile; uvloop has no sendfile and transports own their file descriptors.
+On SSL and SASL_SSL listeners the bytes go through a TLS session (tls.py) instead, and file
+regions are read and encrypted: the kernel cannot encrypt what sendfile sends.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import errno
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from .tls import TlsClosed, TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,13 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+    # Server context of SSL and SASL_SSL listeners.
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     @classmethod
     def parse_list(cls, spec: str) -> list[Listener]:
@@ -82,12 +94,43 @@ class Connection:
         )
         self.principal = "User:ANONYMOUS"
         self.closed = False
+        self.tls: TlsSession | None = None
+        # The SASL exchange of a SASL listener (handlers/sasl.py), set by the server.
+        self.authenticator: Any = None
+        # Set by a handler whose answer is the last one (a failed authentication).
+        self.close_after_send = False
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)
 
+    async def start_tls(self, ctx: ssl.SSLContext) -> None:
+        """Run the server handshake; a verified client certificate names the principal."""
+        self.tls = TlsSession(ctx, self.sock, self.loop)
+        try:
+            await self.tls.handshake()
+        except TlsClosed as e:
+            raise ConnectionClosed(str(e)) from e
+        self.principal = self.tls.principal() or "User:ANONYMOUS"
+
+    async def _recv_into(self, view: memoryview) -> int:
+        if self.tls is not None:
+            try:
+                return await self.tls.recv_into(view)
+            except TlsClosed as e:
+                raise ConnectionClosed(str(e)) from e
+        return await self.loop.sock_recv_into(self.sock, view)
+
+    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
+        if self.tls is not None:
+            try:
+                await self.tls.sendall(data)
+            except TlsClosed as e:
+                raise ConnectionClosed(str(e)) from e
+        else:
+            await self.loop.sock_sendall(self.sock, data)
+
     async def _recv_some(self) -> None:
-        n = await self.loop.sock_recv_into(self.sock, self._chunk_view)
+        n = await self._recv_into(self._chunk_view)
         if n == 0:
             raise ConnectionClosed("peer closed the connection")
         self._buf += self._chunk_view[:n]
@@ -112,7 +155,7 @@ class Connection:
         self._buf.clear()
         view = memoryview(frame_buf)
         while have < size:
-            n = await self.loop.sock_recv_into(self.sock, view[have:])
+            n = await self._recv_into(view[have:])
             if n == 0:
                 raise ConnectionClosed("peer closed the connection mid-request")
             have += n
@@ -128,27 +171,28 @@ class Connection:
         for c in chunks:
             if hasattr(c, "fileno"):
                 if pending:
-                    await self.loop.sock_sendall(self.sock, b"".join(pending))
+                    await self._sendall(b"".join(pending))
                     pending, pending_len = [], 0
                 await self._sendfile(c)
             elif len(c) > _COALESCE_LIMIT:
                 if pending:
-                    await self.loop.sock_sendall(self.sock, b"".join(pending))
+                    await self._sendall(b"".join(pending))
                     pending, pending_len = [], 0
-                await self.loop.sock_sendall(self.sock, c)
+                await self._sendall(c)
             else:
                 pending.append(c)
                 pending_len += len(c)
         if pending:
-            await self.loop.sock_sendall(
-                self.sock, b"".join(pending) if len(pending) > 1 else pending[0]
-            )
+            await self._sendall(b"".join(pending) if len(pending) > 1 else pending[0])
 
     async def _sendfile(self, region: FileRegion) -> None:
         out_fd = self.sock.fileno()
         in_fd = region.fileno()
         offset = region.position
         remaining = region.size
+        if self.tls is not None:
+            await self._send_by_reading(in_fd, offset, remaining)
+            return
         while remaining > 0:
             try:
                 sent = os.sendfile(out_fd, in_fd, offset, remaining)
@@ -170,7 +214,7 @@ class Connection:
             data = os.pread(fd, min(remaining, 1 << 20), offset)
             if not data:
                 raise ConnectionClosed("log file ended before the region did")
-            await self.loop.sock_sendall(self.sock, data)
+            await self._sendall(data)
             offset += len(data)
             remaining -= len(data)
 
@@ -205,6 +249,8 @@ class SocketServer:
         self.listeners = listeners
         self.handle_frame = handle_frame
         self.max_request_bytes = max_request_bytes
+        # Makes the SASL exchange of a connection on a SASL listener (set by the broker).
+        self.new_authenticator: Callable[[Connection], Any] | None = None
         self.connections: set[Connection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
         self._sockets: list[socket.socket] = []
@@ -253,11 +299,17 @@ class SocketServer:
 
     async def _serve(self, conn: Connection) -> None:
         try:
+            if conn.listener.ssl_context is not None:
+                await conn.start_tls(conn.listener.ssl_context)
+            if conn.listener.uses_sasl and self.new_authenticator is not None:
+                conn.authenticator = self.new_authenticator(conn)
             while True:
                 frame = await conn.read_frame(self.max_request_bytes)
                 chunks = await self.handle_frame(conn, frame)
                 if chunks is not None:
                     await conn.send(chunks)
+                if conn.close_after_send:
+                    break
         except (ConnectionClosed, ConnectionError, BrokenPipeError):
             pass
         except ValueError as e:

@@ -1,0 +1,391 @@
+"""TLS and SASL authentication on a real broker with four listeners: PLAINTEXT (administration),
+SASL_SSL (SCRAM-SHA-512), SSL with required client certificates, and SASL_PLAINTEXT (PLAIN and
+SCRAM-SHA-256). Clients: confluent-kafka, kafka-python, and raw frames for the protocol states."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from certs import CertificateAuthority
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from odradek.broker.protocol import codec
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_alice="alice-plain" user_bob="bob-plain";'
+)
+
+
+class SecureBroker:
+    def __init__(self, broker: OdradekBroker, ports: dict[str, int], ca: CertificateAuthority):
+        self.broker = broker
+        self.ports = ports
+        self.ca = ca
+        self.client = ca.issue("client-alice", "alice", ou="eng")
+
+    def addr(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("needs its own broker process")
+    base = tmp_path_factory.mktemp("secure")
+    ca = CertificateAuthority(base / "certs")
+    server = ca.issue("server", "localhost", server=True)
+    ports = {name: free_port() for name in ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT")}
+    broker = OdradekBroker(
+        base / "data",
+        base / "logs",
+        port=ports["PLAINTEXT"],
+        overrides={
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(server.combined),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.pem.cert),
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        },
+    )
+    try:
+        broker.start()
+        _create_users(broker.bootstrap)
+        yield SecureBroker(broker, ports, ca)
+    finally:
+        broker.stop()
+        if broker in _live_brokers:
+            _live_brokers.remove(broker)
+
+
+def _create_users(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while admin.list_topics(timeout=10).controller_id < 0:
+        assert time.monotonic() < deadline, "no controller after 30s"
+        time.sleep(0.1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    upserts = [
+        UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-scram"
+        ),
+        UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-scram"
+        ),
+    ]
+    for fut in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+        fut.result(30)
+
+
+def _topic(secure: SecureBroker) -> str:
+    name = f"secure-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": secure.broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=30)[name].result(60)
+    deadline = time.monotonic() + 30
+    while True:
+        meta = admin.list_topics(name, timeout=10).topics.get(name)
+        if meta is not None and meta.error is None and meta.partitions[0].leader >= 0:
+            return name
+        assert time.monotonic() < deadline, f"topic {name} has no leader"
+        time.sleep(0.1)
+
+
+def _produce_consume(conf: dict[str, str], topic: str, n: int = 20) -> list[bytes]:
+    """Produce n records, then read them back from offset 0 with the same security settings."""
+    producer = Producer(conf)
+    for i in range(n):
+        producer.produce(topic, value=f"m{i}".encode(), key=str(i).encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < n and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    return got
+
+
+def _expected(n: int = 20) -> list[bytes]:
+    return [f"m{i}".encode() for i in range(n)]
+
+
+def _sasl_ssl(secure: SecureBroker, user: str, password: str) -> dict[str, str]:
+    return {
+        "bootstrap.servers": secure.addr("SASL_SSL"),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": password,
+        "ssl.ca.location": str(secure.ca.pem.cert),
+    }
+
+
+def test_confluent_sasl_ssl_scram_sha512(secure: SecureBroker) -> None:
+    topic = _topic(secure)
+    assert _produce_consume(_sasl_ssl(secure, "alice", "alice-scram"), topic) == _expected()
+
+
+def test_confluent_ssl_client_certificate(secure: SecureBroker) -> None:
+    topic = _topic(secure)
+    conf = {
+        "bootstrap.servers": secure.addr("SSL"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(secure.ca.pem.cert),
+        "ssl.certificate.location": str(secure.client.cert),
+        "ssl.key.location": str(secure.client.key),
+    }
+    assert _produce_consume(conf, topic) == _expected()
+
+
+def test_ssl_client_without_certificate_is_refused(secure: SecureBroker) -> None:
+    ctx = ssl.create_default_context(cafile=str(secure.ca.pem.cert))
+    request = _frame(ApiKey.API_VERSIONS, 0, {})
+    with socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionError, EOFError)):
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                # TLS 1.3: the server judges the (missing) certificate after the client
+                # finished, so the refusal shows on the first read.
+                tls.sendall(request)
+                if not tls.recv(4):
+                    raise EOFError("closed by the broker")
+
+
+def test_confluent_sasl_plaintext_plain(secure: SecureBroker) -> None:
+    topic = _topic(secure)
+    conf = {
+        "bootstrap.servers": secure.addr("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "bob",
+        "sasl.password": "bob-plain",
+    }
+    assert _produce_consume(conf, topic) == _expected()
+
+
+@pytest.mark.parametrize(
+    "conf_fn",
+    [
+        pytest.param(lambda s: _sasl_ssl(s, "alice", "wrong"), id="scram-sha-512"),
+        pytest.param(
+            lambda s: {
+                "bootstrap.servers": s.addr("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "wrong",
+            },
+            id="plain",
+        ),
+    ],
+)
+def test_wrong_password_fails_and_reads_nothing(secure: SecureBroker, conf_fn) -> None:
+    topic = _topic(secure)
+    good = Producer({"bootstrap.servers": secure.broker.bootstrap})
+    good.produce(topic, value=b"secret")
+    assert good.flush(30) == 0
+    errors: list[KafkaError] = []
+    consumer = Consumer({**conf_fn(secure), "group.id": "intruders", "error_cb": errors.append})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+        e.code() == KafkaError._AUTHENTICATION for e in errors
+    ):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert got == []
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_kafka_python_sasl_plaintext_scram_sha256(secure: SecureBroker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    topic = _topic(secure)
+    conf = {
+        "bootstrap_servers": secure.addr("SASL_PLAINTEXT"),
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "carol",
+        "sasl_plain_password": "carol-scram",
+    }
+    producer = KafkaProducer(**conf)
+    for i in range(10):
+        producer.send(topic, f"m{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
+    consumer.assign([KTopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
+    consumer.close()
+    assert got == _expected(10)
+
+
+# --- the SASL states on the wire ------------------------------------------------------------
+
+
+def _frame(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:
+    payload = codec.encode_request(api_key, version, correlation_id, "sasl-test", body)
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read(sock: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    (size,) = struct.unpack(">i", exact(4))
+    return exact(size)
+
+
+def _call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
+    sock.sendall(_frame(api_key, version, body))
+    return codec.decode_response(api_key, version, _read(sock))[1]
+
+
+def _connect(secure: SecureBroker) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", secure.ports["SASL_PLAINTEXT"]), timeout=10)
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionError:
+        return True
+
+
+def test_handshake_v0_then_bare_plain_token(secure: SecureBroker) -> None:
+    with _connect(secure) as sock:
+        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
+        assert resp["error_code"] == 0
+        assert resp["mechanisms"] == ["PLAIN", "SCRAM-SHA-256"]
+        token = b"\x00bob\x00bob-plain"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert _read(sock) == b""  # PLAIN's empty server reply, as a bare frame
+        meta = _call(sock, ApiKey.METADATA, 1, {"topics": []})
+        assert [b["port"] for b in meta["brokers"]] == [secure.ports["SASL_PLAINTEXT"]]
+
+
+def test_requests_before_authentication_close_the_connection(secure: SecureBroker) -> None:
+    with _connect(secure) as sock:
+        versions = _call(sock, ApiKey.API_VERSIONS, 0, {})
+        assert versions["error_code"] == 0
+        sock.sendall(_frame(ApiKey.METADATA, 1, {"topics": []}))
+        assert _closed(sock)
+
+
+def test_unsupported_mechanism_and_out_of_order_requests(secure: SecureBroker) -> None:
+    with _connect(secure) as sock:
+        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        assert resp["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert resp["mechanisms"] == ["PLAIN", "SCRAM-SHA-256"]
+        assert _closed(sock)
+    with _connect(secure) as sock:
+        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
+        assert resp["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        assert _closed(sock)
+    with _connect(secure) as sock:
+        assert _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00bob\x00nope"})
+        assert resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert resp["error_message"] == "Authentication failed: Invalid username or password"
+        assert _closed(sock)
+    with _connect(secure) as sock:
+        assert _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
+        assert resp["error_code"] == 0 and resp["session_lifetime_ms"] == 0
+        again = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert again["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_plaintext_listener_answers_sasl_with_illegal_state(secure: SecureBroker) -> None:
+    with socket.create_connection(("127.0.0.1", secure.broker.port), timeout=10) as sock:
+        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert resp["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+
+
+# --- the TLS session in-process: the certificate's distinguished name becomes the principal ---
+
+
+def test_tls_session_principal_and_large_writes(tmp_path) -> None:
+    import asyncio
+    import threading
+
+    from odradek.broker.server.tls import TlsSession, server_context
+
+    ca = CertificateAuthority(tmp_path)
+    server = ca.issue("server", "localhost", server=True)
+    client = ca.issue("client", "alice", ou="eng")
+    props = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": server.cert.read_text(),
+        "ssl.keystore.key": server.key.read_text(),
+        "ssl.truststore.certificates": ca.pem.cert.read_text(),
+        "ssl.client.auth": "required",
+    }
+    ctx = server_context(props.get, "SSL", "SSL")
+    big = bytes(range(256)) * 8192  # 2 MiB: many TLS records
+    server_sock, client_sock = socket.socketpair()
+    server_sock.setblocking(False)
+    received: list[bytes] = []
+
+    def client_side() -> None:
+        cctx = ssl.create_default_context(cafile=str(ca.pem.cert))
+        cctx.load_cert_chain(str(client.cert), str(client.key))
+        with cctx.wrap_socket(client_sock, server_hostname="localhost") as tls:
+            tls.sendall(b"hello")
+            buf = b""
+            while len(buf) < len(big):
+                chunk = tls.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+            received.append(buf)
+
+    async def server_side() -> str | None:
+        session = TlsSession(ctx, server_sock, asyncio.get_running_loop())
+        await session.handshake()
+        buf = bytearray(16)
+        n = await session.recv_into(memoryview(buf))
+        assert bytes(buf[:n]) == b"hello"
+        await session.sendall(big)
+        return session.principal()
+
+    thread = threading.Thread(target=client_side)
+    thread.start()
+    principal = asyncio.run(asyncio.wait_for(server_side(), 30))
+    thread.join(30)
+    server_sock.close()
+    assert principal == "User:CN=alice,OU=eng,O=Odradek Tests,C=US"
+    assert received == [big]
