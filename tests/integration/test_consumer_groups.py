@@ -405,8 +405,13 @@ def test_groups_and_offsets_survive_broker_restart(broker_factory, kill: bool) -
     broker.restart(kill=kill)
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
-    assert {"restart-group", "standalone-committer"} <= listed
+
+    def listed() -> set[str]:
+        # While the coordinator still loads, ListGroups answers COORDINATOR_LOAD_IN_PROGRESS.
+        result = admin.list_consumer_groups().result(30)
+        return {g.group_id for g in result.valid} if not result.errors else set()
+
+    wait_for(lambda: {"restart-group", "standalone-committer"} <= listed(), "groups listed")
     described = admin.describe_consumer_groups(["restart-group"])["restart-group"].result(30)
     assert described.state.name == "EMPTY"
     probe = consumer(bootstrap, "restart-group")
