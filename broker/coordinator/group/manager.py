@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 # Produce version whose validation rules apply to the coordinator's own batches (v2 records).
 _PRODUCE_VERSION = 9
-_REPLICATION_POLL_S = 0.005
 
 
 def now_ms() -> int:
@@ -365,13 +364,12 @@ class GroupMetadataManager:
             outcome = await outcome
         if outcome.error != ErrorCode.NONE:
             return ErrorCode.of(outcome.error), -1
-        # Committed once the high watermark passes the batch (at once on a single replica).
-        end = outcome.base_offset + len(records)
-        deadline = time.monotonic() + self.config.commit_timeout_ms / 1000
-        while hosted.high_watermark < end:
-            if time.monotonic() >= deadline:
-                return ErrorCode.REQUEST_TIMED_OUT, -1
-            await asyncio.sleep(_REPLICATION_POLL_S)
+        # Committed once the high watermark passes the batch (acks=all, offsets.commit.timeout.ms).
+        code = await self.replica_manager.wait_for_replication(
+            hosted, outcome.base_offset + len(records), self.config.commit_timeout_ms / 1000
+        )
+        if code != ErrorCode.NONE:
+            return ErrorCode.of(code), -1
         return ErrorCode.NONE, outcome.base_offset
 
     def store_group(
