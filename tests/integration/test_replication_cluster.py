@@ -170,3 +170,37 @@ def test_acks_all_refused_with_one_in_sync_replica(cluster_factory) -> None:
     result = produce_raw(c, leader, -1)
     assert result["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert log_end(c, leader) == end
+
+
+def segment(c: Cluster, broker: int, topic: str = TOPIC) -> bytes:
+    return (c[broker].data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+
+
+def test_divergent_logs_end_byte_identical(cluster_factory) -> None:
+    c = cluster_factory(3, OVERRIDES)
+    create(c)
+    old = c.wait_until(lambda: leader_serving(c), "a serving leader")
+    for _ in range(3):
+        assert produce_raw(c, old, -1)["error_code"] == ErrorCode.NONE
+    followers = [b for b in (1, 2, 3) if b != old]
+    for b in followers:
+        c[b].pause()
+    # Let the followers' pending long polls (replica.fetch.wait.max.ms) end empty, then write
+    # a tail that only the old leader gets: acks=1 does not wait for anyone.
+    time.sleep(1.0)
+    for _ in range(2):
+        assert produce_raw(c, old, 1)["error_code"] == ErrorCode.NONE
+    c[old].kill()
+    for b in followers:
+        c[b].resume()
+    new = c.wait_until(
+        lambda: (leader_serving(c) or old) != old and leader_serving(c), "a new leader"
+    )
+    c.wait_until(
+        lambda: produce_raw(c, new, -1)["error_code"] == ErrorCode.NONE, "an acks=all write"
+    )
+    c[old].start()
+    c.wait_until(lambda: full_isr(c), "the old leader back in the ISR")
+    c.wait_until(lambda: segment(c, 1) == segment(c, 2) == segment(c, 3), "byte-identical segments")
+    consumed = consume_all(c[new].bootstrap, TOPIC)
+    assert [o for o, _ in consumed] == [0, 1, 2, 3]
