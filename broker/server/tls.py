@@ -132,7 +132,7 @@ def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter, listener: str) -> No
         return
     if location:
         try:
-            text = Path(location).read_text()
+            text = Path(location).read_text(errors="replace")
         except OSError as e:
             raise TlsConfigError(f"cannot read ssl.keystore.location {location}: {e}") from e
         _require_pem("ssl.keystore", declared, text, f"key store {location}")
@@ -156,7 +156,7 @@ def _load_trust_store(ctx: ssl.SSLContext, get: ConfigGetter) -> None:
         ctx.load_verify_locations(cadata=inline)
     elif location:
         try:
-            text = Path(location).read_text()
+            text = Path(location).read_text(errors="replace")
         except OSError as e:
             raise TlsConfigError(f"cannot read ssl.truststore.location {location}: {e}") from e
         _require_pem("ssl.truststore", declared, text, f"trust store {location}")
