@@ -7,6 +7,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from ..network import CloseConnection
 from .registry import RequestContext, handles
 
@@ -18,6 +21,13 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     responses = []
     # acks=all: appended partitions wait for the high watermark (reference §3.6).
     waiting: list[tuple[dict[str, Any], Any, int]] = []
+    transactional_id = req.get("transactional_id")
+    txn_denied = transactional_id is not None and not authz.authorized(
+        ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id
+    )
+    writable = authz.authorized_names(
+        ctx, Op.WRITE, RT.TOPIC, (t["name"] for t in req["topic_data"])
+    )
     for topic in req["topic_data"]:
         name = topic["name"]
         results = []
@@ -32,12 +42,23 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                     }
                 )
                 continue
-            if req.get("transactional_id") is not None:
+            # Kafka's check comes first (WRITE on the transactional id); transactional
+            # produce is refused in any case until transactions exist.
+            if txn_denied or transactional_id is not None:
                 results.append(
                     {
                         "index": index,
                         "base_offset": -1,
                         "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    }
+                )
+                continue
+            if name not in writable:
+                results.append(
+                    {
+                        "index": index,
+                        "base_offset": -1,
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     }
                 )
                 continue
