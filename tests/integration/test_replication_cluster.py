@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+import pytest
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import Consumer, Producer, TopicPartition
 from odradek.broker.protocol.api_keys import ApiKey
@@ -70,7 +71,8 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
         consumer.close()
 
 
-def test_acks_all_survives_kill_9_of_the_leader(cluster_factory) -> None:
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_acks_all_survives_kill_9_of_the_leader(cluster_factory, idempotent: bool) -> None:
     c = cluster_factory(3, OVERRIDES)
     create(c)
     bootstrap = ",".join(b.bootstrap for b in c.brokers.values())
@@ -88,7 +90,7 @@ def test_acks_all_survives_kill_9_of_the_leader(cluster_factory) -> None:
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
-            "enable.idempotence": False,
+            "enable.idempotence": idempotent,
             "message.timeout.ms": 120000,
             "retry.backoff.ms": 200,
             "linger.ms": 5,
@@ -129,6 +131,10 @@ def test_acks_all_survives_kill_9_of_the_leader(cluster_factory) -> None:
     values = dict(consumed)
     missing = [o for o, v in acked.items() if values.get(o) != v]
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. offset {missing[:5]}"
+    if idempotent:
+        # Producer state reached the followers: retries after a failover are deduplicated.
+        seen = [v for _, v in consumed]
+        assert len(seen) == len(set(seen)), "a record was written twice"
 
 
 def produce_raw(c: Cluster, broker: int, acks: int) -> dict:
