@@ -14,6 +14,9 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...records.batch import RecordsError
 from ...records.legacy import downconvert
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
 from .registry import RequestContext, handles
 
@@ -121,6 +124,7 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             ]
         session.epoch += 1
 
+    _authorize(ctx, requested, replica_id)
     max_bytes = req.get("max_bytes", INT32_MAX) if v >= 3 else INT32_MAX
     read_committed = req.get("isolation_level", 0) == READ_COMMITTED
     min_bytes = req["min_bytes"]
@@ -155,6 +159,22 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
         "session_id": session.id if session is not None else 0,
         "responses": list(by_topic.values()),
     }
+
+
+def _authorize(ctx: RequestContext, requested: list[_Wanted], replica_id: int) -> None:
+    """Followers need CLUSTER_ACTION, consumers READ on each topic; as in Kafka, session
+    partitions stay in the session and are answered TOPIC_AUTHORIZATION_FAILED each time."""
+    if replica_id >= 0:
+        allowed = authz.cluster(ctx, Op.CLUSTER_ACTION)
+        readable: set[str] | None = None
+    else:
+        allowed = True
+        readable = authz.authorized_names(
+            ctx, Op.READ, RT.TOPIC, (w.topic for w in requested if not w.error)
+        )
+    for w in requested:
+        if not w.error and (not allowed or readable is not None and w.topic not in readable):
+            w.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any]]) -> bool:

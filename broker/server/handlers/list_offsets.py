@@ -6,6 +6,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 LATEST = -1
@@ -19,12 +22,17 @@ LATEST_TIERED = -5
 async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
     topics = []
+    described = authz.authorized_names(
+        ctx, Op.DESCRIBE, RT.TOPIC, (t["name"] for t in req["topics"])
+    )
     for topic in req["topics"]:
         name = topic["name"]
         parts = []
         for p in topic["partitions"]:
             result: dict[str, Any] = {"partition_index": p["partition_index"]}
             try:
+                if name not in described:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replica_manager.leader_partition(
                     name,
                     p["partition_index"],
