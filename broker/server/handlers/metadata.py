@@ -7,6 +7,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -23,8 +26,10 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
     v = ctx.version
     requested = req["topics"]
     if requested is None or (v == 0 and not requested):
-        names = [t for t in cache.topic_names()]
-        wanted: list[tuple[str | None, Any]] = [(n, None) for n in names]
+        # Listing all topics leaves out the ones the client may not describe.
+        names = list(cache.topic_names())
+        allowed = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, names)
+        wanted: list[tuple[str | None, Any]] = [(n, None) for n in names if n in allowed]
     else:
         wanted = []
         for t in requested:
@@ -36,6 +41,8 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
                 wanted.append((name, None))
 
     allow_auto = req.get("allow_auto_topic_creation", True) if v >= 4 else True
+    describable = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, (n for n, _ in wanted))
+    with_ops = v >= 8 and bool(req.get("include_topic_authorized_operations"))
     topics = []
     for name, topic_id in wanted:
         if name is None:
@@ -48,13 +55,42 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
                 }
             )
             continue
+        if name not in describable:
+            # A named topic is refused without saying whether it exists; a topic id is not
+            # secret, the name behind it is.
+            denied: dict[str, Any] = {
+                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "name": name,
+                "partitions": [],
+            }
+            if topic_id is not None:
+                denied.update(name=None, topic_id=topic_id)
+            topics.append(denied)
+            continue
         if not cache.contains(name) and requested and allow_auto and topic_id is None:
+            if broker.config.get("auto.create.topics.enable") and not _may_create(ctx, name):
+                topics.append(
+                    {
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        "name": name,
+                        "partitions": [],
+                    }
+                )
+                continue
             error = await _auto_create(ctx, name)
             if error is not None:
-                topics.append({"error_code": error, "name": name, "partitions": []})
-                continue
-        topics.append(_describe_topic(ctx, name))
+                topic = {"error_code": error, "name": name, "partitions": []}
+            else:
+                topic = _describe_topic(ctx, name)
+        else:
+            topic = _describe_topic(ctx, name)
+        if with_ops:
+            topic["topic_authorized_operations"] = authz.authorized_operations(ctx, RT.TOPIC, name)
+        topics.append(topic)
 
+    cluster_ops = NOT_REQUESTED
+    if 8 <= v <= 10 and req.get("include_cluster_authorized_operations"):
+        cluster_ops = authz.cluster_authorized_operations(ctx)
     listener = ctx.conn.listener.name
     brokers = []
     for reg in cache.alive_brokers():
@@ -67,8 +103,13 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
         "cluster_id": broker.cluster_id,
         "controller_id": cache.controller_id if cache.controller_id is not None else -1,
         "topics": topics,
-        "cluster_authorized_operations": NOT_REQUESTED,
+        "cluster_authorized_operations": cluster_ops,
     }
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic."""
+    return authz.cluster(ctx, Op.CREATE) or authz.authorized(ctx, Op.CREATE, RT.TOPIC, name)
 
 
 def _describe_topic(ctx: RequestContext, name: str) -> dict[str, Any]:
