@@ -3,7 +3,8 @@
 One object for the server to create, start and consult:
 `authorizer` (ACL cache fed by /kafka-acl*-changes), `scram_credentials` and `quotas` (both fed
 by /config/changes through `on_entity_config`, which the broker passes to its
-ConfigChangeListener), plus `new_sasl_server` per listener.
+ConfigChangeListener), `tokens` (delegation tokens, fed by /delegation_token/token_changes),
+plus `new_sasl_server` per listener.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .credentials import ScramCredentialCache
 from .plain import plain_users
 from .sasl import SaslServer, enabled_mechanisms, new_sasl_server
 from .scram import TokenLookup
+from .tokens import DelegationTokenManager, TokenSettings
 
 ConfigGetter = Callable[[str], Any]
 
@@ -54,6 +56,9 @@ class SecurityService:
         self.scram_credentials = ScramCredentialCache()
         self.quotas = QuotaManager(QuotaConfigCache(), QuotaSettings.from_props(self._get))
         self._acl_listener = AclChangeListener(zkc, self.authorizer.cache, executor=executor)
+        self.tokens = DelegationTokenManager(
+            zkc, TokenSettings.from_props(self._get), executor=executor
+        )
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await run_blocking(self._executor, fn, *args)
@@ -63,8 +68,10 @@ class SecurityService:
         await self._io(self.scram_credentials.load, self.zk)
         await self._io(self.quotas.cache.load, self.zk)
         await self._acl_listener.start()
+        await self.tokens.start()
 
     async def stop(self) -> None:
+        await self.tokens.stop()
         await self._acl_listener.stop()
 
     async def on_entity_config(self, entity_type: str, name: str) -> None:
@@ -82,5 +89,5 @@ class SecurityService:
             self.sasl_mechanisms(listener),
             plain_users=plain_users(self._get, listener) if mechanism == "PLAIN" else None,
             scram_credentials=self.scram_credentials,
-            tokens=self._tokens,
+            tokens=self._tokens if self._tokens is not None else self.tokens.lookup(mechanism),
         )
