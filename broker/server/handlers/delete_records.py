@@ -6,6 +6,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 # An offset of -1 means "up to the high watermark".
@@ -16,6 +19,7 @@ HIGH_WATERMARK = -1
 async def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
     topics = []
+    deletable = authz.authorized_names(ctx, Op.DELETE, RT.TOPIC, (t["name"] for t in req["topics"]))
     for t in req["topics"]:
         name = t["name"]
         parts = []
@@ -27,6 +31,8 @@ async def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> dic
             }
             parts.append(result)
             try:
+                if name not in deletable:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replica_manager.leader_partition(
                     name,
                     p["partition_index"],

@@ -12,6 +12,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 
@@ -31,7 +34,14 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
     admin = broker.topic_admin
     cache = broker.metadata_cache
     validate_only = req.get("validate_only", False)
-    duplicates = _duplicates([t["name"] for t in req["topics"]])
+    names = [t["name"] for t in req["topics"]]
+    duplicates = _duplicates(names)
+    # CREATE on the cluster covers every topic; else CREATE on each topic.
+    if authz.cluster(ctx, Op.CREATE):
+        creatable = set(names)
+    else:
+        creatable = authz.authorized_names(ctx, Op.CREATE, RT.TOPIC, names)
+    show_configs = authz.authorized_names(ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, names)
     results = []
     created = []
     for t in req["topics"]:
@@ -44,6 +54,10 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         if name in duplicates:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = f"Create topics request from client contains {name} twice"
+            continue
+        if name not in creatable:
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result["error_message"] = "Authorization failed."
             continue
         assignments = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]} or None
         configs = {c["name"]: c["value"] for c in t["configs"]}
@@ -66,6 +80,10 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
                 for c in topic.configs
             ],
         )  # fmt: skip
+        if name not in show_configs:
+            # Created, but the client may not see the configs.
+            result["configs"] = []
+            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if not validate_only:
             created.append((name, result))
     timeout = max(req.get("timeout_ms", 0), 0) / 1000
@@ -90,9 +108,11 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
     pending = []
     for name, topic_id in wanted:
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
+        by_id = False
         if topic_id is not None:
             result["topic_id"] = topic_id
             if topic_id.int != 0:
+                by_id = True
                 name = cache.topic_name(topic_id)
                 result["name"] = name
                 if name is None:
@@ -102,6 +122,14 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         results.append(result)
         if _not_controller(ctx):
             result["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
+        if by_id and not authz.authorized(ctx, Op.DESCRIBE, RT.TOPIC, name):
+            # The id is not secret, the name behind it is.
+            result["name"] = None
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
+        if not authz.authorized(ctx, Op.DELETE, RT.TOPIC, name):
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         try:
             await broker.topic_admin.delete_topic(name)
@@ -140,6 +168,10 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
         if name in duplicates:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = "Duplicate topic in request."
+            continue
+        if not authz.authorized(ctx, Op.ALTER, RT.TOPIC, name):
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result["error_message"] = "The topic authorization is failed."
             continue
         assignments = None
         if t["assignments"] is not None:
