@@ -8,7 +8,20 @@ from ...cluster.topic_admin import AlterConfigOp, AlterOp, ResourceType
 from ...config import ConfigSource
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as AclResource
+from .. import authz
 from .registry import RequestContext, handles
+
+
+def _check(ctx: RequestContext, op: Op, rtype: int, name: str) -> None:
+    """Topics need `op` on the topic, broker configs and loggers `op` on the cluster."""
+    if rtype == ResourceType.TOPIC:
+        if not authz.authorized(ctx, op, AclResource.TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    elif rtype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        if not authz.cluster(ctx, op):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, "0-4")
@@ -28,6 +41,7 @@ async def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> d
             "include_documentation": req.get("include_documentation", False),
         }
         try:
+            _check(ctx, Op.DESCRIBE_CONFIGS, rtype, name)
             if rtype == ResourceType.TOPIC:
                 entries = await admin.describe_topic_configs(name, keys, **options)
             elif rtype == ResourceType.BROKER:
@@ -65,6 +79,7 @@ async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict
     for r in req["resources"]:
         error = None
         try:
+            _check(ctx, Op.ALTER_CONFIGS, r["resource_type"], r["resource_name"])
             if r["resource_type"] not in (ResourceType.TOPIC, ResourceType.BROKER):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type")
             configs = {c["name"]: c["value"] for c in r["configs"]}
@@ -86,6 +101,7 @@ async def handle_incremental_alter_configs(
     for r in req["resources"]:
         error = None
         try:
+            _check(ctx, Op.ALTER_CONFIGS, r["resource_type"], r["resource_name"])
             if r["resource_type"] not in (ResourceType.TOPIC, ResourceType.BROKER):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type")
             try:
