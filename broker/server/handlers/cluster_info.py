@@ -7,6 +7,8 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclOperation as Op
+from .. import authz
 from .registry import RequestContext, handles
 
 # DescribeCluster v1 endpoint types.
@@ -40,13 +42,21 @@ async def handle_describe_cluster(ctx: RequestContext, req: dict[str, Any]) -> d
         "error_code": ErrorCode.NONE,
         "controller_id": cache.controller_id if cache.controller_id is not None else -1,
         "brokers": brokers,
-        "cluster_authorized_operations": NOT_REQUESTED,
+        "cluster_authorized_operations": authz.cluster_authorized_operations(ctx)
+        if req.get("include_cluster_authorized_operations")
+        else NOT_REQUESTED,
     }
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, "0-4")
 async def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     lm = ctx.broker.log_manager
+    if not authz.cluster(ctx, Op.DESCRIBE):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "results": [],
+        }
     wanted: set[tuple[str, int]] | None = None
     if req["topics"] is not None:
         wanted = {(t["topic"], p) for t in req["topics"] for p in t["partitions"]}
