@@ -17,6 +17,9 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...replication.producer_ids import ProducerIdManager, ProducerIdsUnavailable
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,14 @@ async def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> d
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
     transactional_id = req.get("transactional_id")
+    if transactional_id is not None:
+        if not authz.authorized(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not authz.cluster(ctx, Op.IDEMPOTENT_WRITE) and not authz.authorized_any(
+        ctx, Op.WRITE, RT.TOPIC
+    ):
+        # Idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if transactional_id is not None:
         if transactional_id == "":
             return _error(ErrorCode.INVALID_REQUEST)

@@ -11,6 +11,9 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 
@@ -20,6 +23,12 @@ async def handle_offset_for_leader_epoch(
 ) -> dict[str, Any]:
     broker = ctx.broker
     topics = []
+    # Followers have CLUSTER_ACTION; consumers (KIP-320) need DESCRIBE on the topic.
+    names = [t["topic"] for t in req["topics"]]
+    if authz.cluster(ctx, Op.CLUSTER_ACTION):
+        described = set(names)
+    else:
+        described = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, names)
     for topic in req["topics"]:
         name = topic["topic"]
         parts = []
@@ -33,6 +42,8 @@ async def handle_offset_for_leader_epoch(
             }
             parts.append(out)
             try:
+                if name not in described:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replica_manager.leader_partition(
                     name, index, broker.metadata_cache.get_partition(name, index) is not None
                 )
