@@ -10,12 +10,18 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 NOT_REQUESTED = -(2**31)
-# Without an authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
-ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_GROUP_TYPE = "classic"
+DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def _may(ctx: RequestContext, op: Op, group_id: str) -> bool:
+    return authz.authorized(ctx, op, RT.GROUP, group_id)
 
 
 def _bytes(value: Any) -> bytes:
@@ -25,6 +31,17 @@ def _bytes(value: Any) -> bytes:
 @handles(ApiKey.JOIN_GROUP, "0-9")
 async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     v = ctx.version
+    if not _may(ctx, Op.READ, req["group_id"]):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": DENIED,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None if v >= 7 else "",
+            "leader": "",
+            "member_id": "",
+            "members": [],
+        }
     session_timeout = req["session_timeout_ms"]
     result = await ctx.broker.group_coordinator.join_group(
         req["group_id"],
@@ -62,6 +79,8 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
 @handles(ApiKey.SYNC_GROUP, "0-5")
 async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     v = ctx.version
+    if not _may(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "assignment": b""}
     protocol_type = req.get("protocol_type") if v >= 5 else None
     protocol_name = req.get("protocol_name") if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
@@ -86,6 +105,8 @@ async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
 
 @handles(ApiKey.HEARTBEAT, "0-4")
 async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not _may(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": DENIED}
     error = ctx.broker.group_coordinator.heartbeat(
         req["group_id"],
         req["member_id"],
@@ -98,6 +119,8 @@ async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str
 @handles(ApiKey.LEAVE_GROUP, "0-5")
 async def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     v = ctx.version
+    if not _may(ctx, Op.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "members": []}
     if v >= 3:
         members = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
     else:
@@ -120,9 +143,21 @@ async def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[s
 @handles(ApiKey.DESCRIBE_GROUPS, "0-5")
 async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     coordinator = ctx.broker.group_coordinator
-    operations = ALL_GROUP_OPERATIONS if req.get("include_authorized_operations") else None
+    with_ops = bool(req.get("include_authorized_operations"))
     groups = []
     for group_id in req["groups"]:
+        if not _may(ctx, Op.DESCRIBE, group_id):
+            groups.append(
+                {
+                    "error_code": DENIED,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                }
+            )
+            continue
         error, summary = coordinator.describe_group(group_id)
         groups.append(
             {
@@ -142,9 +177,9 @@ async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> di
                     }
                     for m in summary.members
                 ],
-                "authorized_operations": NOT_REQUESTED
-                if operations is None or error != ErrorCode.NONE
-                else operations,
+                "authorized_operations": authz.authorized_operations(ctx, RT.GROUP, group_id)
+                if with_ops and error == ErrorCode.NONE
+                else NOT_REQUESTED,
             }
         )
     return {"throttle_time_ms": 0, "groups": groups}
@@ -158,6 +193,9 @@ async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[s
     error, groups = ctx.broker.group_coordinator.list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    if not authz.cluster(ctx, Op.DESCRIBE):
+        # Without DESCRIBE on the cluster, only the groups the client may describe.
+        groups = [g for g in groups if _may(ctx, Op.DESCRIBE, g[0])]
     return {
         "throttle_time_ms": 0,
         "error_code": error,
@@ -176,7 +214,10 @@ async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[s
 @handles(ApiKey.DELETE_GROUPS, "0-2")
 async def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     names = list(dict.fromkeys(req["groups_names"]))
-    errors = await ctx.broker.group_coordinator.delete_groups(names)
+    allowed = [g for g in names if _may(ctx, Op.DELETE, g)]
+    errors = dict.fromkeys(names, DENIED)
+    if allowed:
+        errors.update(await ctx.broker.group_coordinator.delete_groups(allowed))
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": g, "error_code": errors[g]} for g in names],
