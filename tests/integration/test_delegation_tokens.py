@@ -1,0 +1,295 @@
+"""Delegation tokens on a real broker with a PLAINTEXT and a SASL_PLAINTEXT (SCRAM-SHA-512)
+listener: the four token APIs as raw requests, and kafka-python producing and consuming with a
+token. librdkafka (confluent-kafka) cannot send SCRAM extensions, so it cannot present the
+`tokenauth=true` extension a token login needs; kafka-python's SCRAM mechanism is extended with
+it instead (the same client-first message Apache Kafka's Java client sends)."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from kafka.net import sasl as kafka_sasl
+from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
+from odradek.broker.protocol import codec
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
+
+USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+MECHANISM = "SCRAM-SHA-512"
+
+
+class TokenBroker:
+    def __init__(self, broker: OdradekBroker, sasl_port: int) -> None:
+        self.broker = broker
+        self.sasl_port = sasl_port
+        self.sasl_addr = f"127.0.0.1:{sasl_port}"
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("needs its own broker process")
+    base = tmp_path_factory.mktemp("tokens")
+    plain, sasl = free_port(), free_port()
+    broker = OdradekBroker(
+        base / "data",
+        base / "logs",
+        port=plain,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
+            "delegation.token.secret.key": "odradek-token-secret",
+            "delegation.token.expiry.check.interval.ms": "300",
+        },
+    )
+    try:
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        deadline = time.monotonic() + 30
+        while admin.list_topics(timeout=10).controller_id < 0:
+            assert time.monotonic() < deadline, "no controller after 30s"
+            time.sleep(0.1)
+        upserts = [
+            UserScramCredentialUpsertion(
+                user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), pw.encode()
+            )
+            for user, pw in USERS.items()
+        ]
+        for fut in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+            fut.result(30)
+        yield TokenBroker(broker, sasl)
+    finally:
+        broker.stop()
+        if broker in _live_brokers:
+            _live_brokers.remove(broker)
+
+
+# -- raw requests ------------------------------------------------------------------------------
+
+
+class AuthFailed(Exception):
+    pass
+
+
+def _read(sock: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    (size,) = struct.unpack(">i", exact(4))
+    return exact(size)
+
+
+def call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
+    payload = codec.encode_request(api_key, version, 7, "token-test", body)
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    return codec.decode_response(api_key, version, _read(sock))[1]
+
+
+def sasl_connect(tb: TokenBroker, user: str, password: str, *, token: bool = False):
+    """A SASL_PLAINTEXT connection after a SCRAM-SHA-512 login (kafka-python's SCRAM client);
+    `token` adds the tokenauth extension. Raises AuthFailed with the broker's message."""
+    sock = socket.create_connection(("127.0.0.1", tb.sasl_port), timeout=10)
+    try:
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": MECHANISM})["error_code"] == 0
+        client = ScramClient(user, password, MECHANISM)
+        first = client.first_message()
+        if token:
+            first += b",tokenauth=true"
+            client.auth_message += b",tokenauth=true"
+        for step in range(2):
+            data = first if step == 0 else client.final_message()
+            resp = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": data})
+            if resp["error_code"] != 0:
+                assert resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+                raise AuthFailed(resp["error_message"])
+            if step == 0:
+                client.process_server_first_message(resp["auth_bytes"])
+            else:
+                client.process_server_final_message(resp["auth_bytes"])
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def create_token(sock: socket.socket, renewers: list[str], max_lifetime_ms: int = -1) -> dict:
+    body = {
+        "owner_principal_type": None,
+        "owner_principal_name": None,
+        "renewers": [{"principal_type": "User", "principal_name": r} for r in renewers],
+        "max_lifetime_ms": max_lifetime_ms,
+    }
+    return call(sock, ApiKey.CREATE_DELEGATION_TOKEN, 3, body)
+
+
+def describe(sock: socket.socket, owners: list[str] | None = None) -> dict:
+    body = {
+        "owners": None
+        if owners is None
+        else [{"principal_type": "User", "principal_name": o} for o in owners]
+    }
+    return call(sock, ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, body)
+
+
+def token_ids(resp: dict) -> set[str]:
+    assert resp["error_code"] == 0
+    return {t["token_id"] for t in resp["tokens"]}
+
+
+def password_of(created: dict) -> str:
+    return base64.b64encode(bytes(created["hmac"])).decode()
+
+
+# -- tests -------------------------------------------------------------------------------------
+
+
+def test_token_requests_need_a_non_token_sasl_identity(tb: TokenBroker) -> None:
+    with socket.create_connection(("127.0.0.1", tb.broker.port), timeout=10) as plain:
+        assert (
+            create_token(plain, [])["error_code"] == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        )
+        assert describe(plain)["error_code"] == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    with sasl_connect(tb, "alice", USERS["alice"]) as alice:
+        created = create_token(alice, [])
+        assert created["error_code"] == 0
+    with sasl_connect(tb, created["token_id"], password_of(created), token=True) as tok:
+        resp = create_token(tok, [])
+        assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        renew = call(
+            tok, ApiKey.RENEW_DELEGATION_TOKEN, 2, {"hmac": created["hmac"], "renew_period_ms": 1}
+        )
+        assert renew["error_code"] == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        # The session itself is usable for ordinary requests.
+        meta = call(tok, ApiKey.METADATA, 4, {"topics": None, "allow_auto_topic_creation": False})
+        assert meta["brokers"]
+    # Without the extension the token id is just an unknown user.
+    with pytest.raises(AuthFailed):
+        sasl_connect(tb, created["token_id"], password_of(created))
+
+
+def test_create_describe_renew_expire(tb: TokenBroker) -> None:
+    with sasl_connect(tb, "alice", USERS["alice"]) as alice:
+        created = create_token(alice, ["bob"])
+        assert created["error_code"] == 0
+        assert (created["principal_type"], created["principal_name"]) == ("User", "alice")
+        assert created["token_requester_principal_name"] == "alice"
+        assert len(created["hmac"]) == 64
+        assert created["issue_timestamp_ms"] < created["expiry_timestamp_ms"]
+        assert created["expiry_timestamp_ms"] <= created["max_timestamp_ms"]
+        token_id = created["token_id"]
+        assert token_id in token_ids(describe(alice))
+        assert token_id in token_ids(describe(alice, ["alice"]))
+        assert token_id not in token_ids(describe(alice, ["bob"]))
+        assert token_ids(describe(alice, [])) == set()
+        detail = next(t for t in describe(alice)["tokens"] if t["token_id"] == token_id)
+        assert bytes(detail["hmac"]) == bytes(created["hmac"])
+        assert [r["principal_name"] for r in detail["renewers"]] == ["bob"]
+
+    hmac = created["hmac"]
+    with sasl_connect(tb, "carol", USERS["carol"]) as carol:
+        assert token_id not in token_ids(describe(carol))
+        resp = call(carol, ApiKey.RENEW_DELEGATION_TOKEN, 2, {"hmac": hmac, "renew_period_ms": 1})
+        assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        resp = call(carol, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
+                    {"hmac": hmac, "expiry_time_period_ms": -1})  # fmt: skip
+        assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+    with sasl_connect(tb, "bob", USERS["bob"]) as bob:
+        assert token_id in token_ids(describe(bob))
+        resp = call(bob, ApiKey.RENEW_DELEGATION_TOKEN, 2,
+                    {"hmac": hmac, "renew_period_ms": 3_600_000})  # fmt: skip
+        assert resp["error_code"] == 0
+        assert resp["expiry_timestamp_ms"] <= created["max_timestamp_ms"]
+        resp = call(bob, ApiKey.RENEW_DELEGATION_TOKEN, 2,
+                    {"hmac": b"\x00" * 64, "renew_period_ms": 1})  # fmt: skip
+        assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+    with sasl_connect(tb, "alice", USERS["alice"]) as alice:
+        resp = call(alice, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
+                    {"hmac": hmac, "expiry_time_period_ms": -1})  # fmt: skip
+        assert resp["error_code"] == 0
+        assert token_id not in token_ids(describe(alice))
+    with pytest.raises(AuthFailed):
+        sasl_connect(tb, token_id, password_of(created), token=True)
+
+
+class TokenScram(SaslMechanismScram):
+    """kafka-python's SCRAM mechanism plus the `tokenauth=true` extension."""
+
+    def auth_bytes(self) -> bytes:
+        if self._state == 0:
+            first = self._scram_client.first_message() + b",tokenauth=true"
+            self._scram_client.auth_message += b",tokenauth=true"
+            return first
+        return super().auth_bytes()
+
+
+@pytest.fixture
+def token_mechanism() -> Iterator[None]:
+    original = kafka_sasl.get_sasl_mechanism(MECHANISM)
+    kafka_sasl.register_sasl_mechanism(MECHANISM, TokenScram, overwrite=True)
+    try:
+        yield
+    finally:
+        kafka_sasl.register_sasl_mechanism(MECHANISM, original, overwrite=True)
+
+
+def test_client_with_token_produces_consumes_until_expired(
+    tb: TokenBroker, token_mechanism: None
+) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = f"token-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": tb.broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(60)
+    with sasl_connect(tb, "alice", USERS["alice"]) as alice:
+        created = create_token(alice, [])
+    assert created["error_code"] == 0
+    conf = {
+        "bootstrap_servers": tb.sasl_addr,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": MECHANISM,
+        "sasl_plain_username": created["token_id"],
+        "sasl_plain_password": password_of(created),
+    }
+    producer = KafkaProducer(**conf)
+    for i in range(10):
+        producer.send(topic, f"t{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
+    consumer.close()
+    assert got == [f"t{i}".encode() for i in range(10)]
+
+    # Expire it now (period 0): logins fail at once, and the sweep removes the token.
+    with sasl_connect(tb, "alice", USERS["alice"]) as alice:
+        resp = call(alice, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
+                    {"hmac": created["hmac"], "expiry_time_period_ms": 0})  # fmt: skip
+        assert resp["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while created["token_id"] in token_ids(describe(alice)):
+            assert time.monotonic() < deadline, "expired token was never removed"
+            time.sleep(0.1)
+    with pytest.raises(AuthFailed):
+        sasl_connect(tb, created["token_id"], password_of(created), token=True)
