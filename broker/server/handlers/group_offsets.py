@@ -15,11 +15,16 @@ from ...coordinator.group import zk_offsets
 from ...coordinator.group.metadata import OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+PartitionOffset = tuple[int, int, str, ErrorCode]
+UNAUTHORIZED: PartitionOffset = (-1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _now_ms() -> int:
@@ -46,10 +51,19 @@ async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict
     retention = req.get("retention_time_ms", -1) if 2 <= v <= 4 else -1
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    # READ on the group, then READ on each topic.
+    group_ok = authz.authorized(ctx, Op.READ, RT.GROUP, req["group_id"])
+    readable = authz.authorized_names(ctx, Op.READ, RT.TOPIC, (t["name"] for t in req["topics"]))
     for topic in req["topics"]:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
             errors[tp] = ErrorCode.NONE  # keeps the request's order in the response
+            if not group_ok:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if tp[0] not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if broker.metadata_cache.get_partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -101,7 +115,7 @@ async def _commit_v0(
 
 
 def _partition_entries(
-    offsets: dict[TopicPartition, tuple[int, int, str, ErrorCode]],
+    offsets: dict[TopicPartition, PartitionOffset],
 ) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), (offset, epoch, metadata, error) in offsets.items():
@@ -123,16 +137,37 @@ def _requested(topics: list[dict[str, Any]] | None) -> list[TopicPartition] | No
     return [(t["name"], p) for t in topics for p in t["partition_indexes"]]
 
 
+def _fetch_offsets(
+    ctx: RequestContext, group_id: str, wanted: list[TopicPartition] | None, require_stable: bool
+) -> tuple[ErrorCode, dict[TopicPartition, PartitionOffset]]:
+    """The coordinator's answer within the client's rights: DESCRIBE on the group; topics it
+    may not describe are left out of "all offsets" and answered TOPIC_AUTHORIZATION_FAILED
+    when named."""
+    if not authz.authorized(ctx, Op.DESCRIBE, RT.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+    coordinator = ctx.broker.group_coordinator
+    if wanted is None:
+        error, offsets = coordinator.fetch_offsets(group_id, None, require_stable)
+        allowed = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, (t for t, _ in offsets))
+        return error, {tp: o for tp, o in offsets.items() if tp[0] in allowed}
+    allowed = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, (t for t, _ in wanted))
+    permitted = [tp for tp in wanted if tp[0] in allowed]
+    error, offsets = coordinator.fetch_offsets(group_id, permitted, require_stable)
+    if error != ErrorCode.NONE:
+        return error, {}
+    none: PartitionOffset = (-1, -1, "", ErrorCode.NONE)
+    return error, {tp: offsets.get(tp, none) if tp[0] in allowed else UNAUTHORIZED for tp in wanted}
+
+
 @handles(ApiKey.OFFSET_FETCH, "0-9")
 async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    coordinator = ctx.broker.group_coordinator
     v = ctx.version
     require_stable = bool(req.get("require_stable")) if v >= 7 else False
     if v >= 8:
         groups = []
         for g in req["groups"]:
-            error, offsets = coordinator.fetch_offsets(
-                g["group_id"], _requested(g["topics"]), require_stable
+            error, offsets = _fetch_offsets(
+                ctx, g["group_id"], _requested(g["topics"]), require_stable
             )
             groups.append(
                 {
@@ -146,7 +181,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[
     if v == 0:
         offsets = await _fetch_v0(ctx, req["group_id"], wanted or [])
         return {"topics": _partition_entries(offsets)}
-    error, offsets = coordinator.fetch_offsets(req["group_id"], wanted, require_stable)
+    error, offsets = _fetch_offsets(ctx, req["group_id"], wanted, require_stable)
     if error != ErrorCode.NONE:
         if v < 2:
             # No top-level error before v2: every requested partition carries it.
@@ -158,10 +193,18 @@ async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[
 
 async def _fetch_v0(
     ctx: RequestContext, group: str, wanted: list[TopicPartition]
-) -> dict[TopicPartition, tuple[int, int, str, ErrorCode]]:
+) -> dict[TopicPartition, PartitionOffset]:
     broker = ctx.broker
-    out: dict[TopicPartition, tuple[int, int, str, ErrorCode]] = {}
+    out: dict[TopicPartition, PartitionOffset] = {}
+    group_ok = authz.authorized(ctx, Op.DESCRIBE, RT.GROUP, group)
+    allowed = authz.authorized_names(ctx, Op.DESCRIBE, RT.TOPIC, (t for t, _ in wanted))
     for tp in wanted:
+        if not group_ok:
+            out[tp] = (-1, -1, "", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            continue
+        if tp[0] not in allowed:
+            out[tp] = UNAUTHORIZED
+            continue
         if broker.metadata_cache.get_partition(*tp) is None:
             out[tp] = (-1, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             continue
@@ -180,12 +223,18 @@ async def _fetch_v0(
 @handles(ApiKey.OFFSET_DELETE, "0")
 async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
+    if not authz.authorized(ctx, Op.DELETE, RT.GROUP, req["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}  # fmt: skip
+    readable = authz.authorized_names(ctx, Op.READ, RT.TOPIC, (t["name"] for t in req["topics"]))
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
     for topic in req["topics"]:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
-            if broker.metadata_cache.get_partition(*tp) is None:
+            if tp[0] not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif broker.metadata_cache.get_partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)
