@@ -15,6 +15,9 @@ from typing import Any
 from ...coordinator.group import OFFSETS_TOPIC
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...security.acl import AclOperation as Op
+from ...security.acl import ResourceType as RT
+from .. import authz
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -89,14 +92,32 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     }
 
 
+def _denied(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    """Finding a coordinator needs DESCRIBE on the group or transactional id."""
+    if key_type == GROUP_KEY and not authz.authorized(ctx, Op.DESCRIBE, RT.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION_KEY and not authz.authorized(
+        ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
 @handles(ApiKey.FIND_COORDINATOR, "0-6")
 async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     v = ctx.version
     key_type = req.get("key_type", GROUP_KEY) if v >= 1 else GROUP_KEY
     keys = req["coordinator_keys"] if v >= 4 else [req["key"]]
-    if key_type == GROUP_KEY:
+    denied = {k: e for k in keys if (e := _denied(ctx, k, key_type)) is not None}
+    if key_type == GROUP_KEY and len(denied) < len(keys):
         await _ensure_offsets_topic(ctx)
-    results = [{"key": k, **_lookup(ctx, k, key_type)} for k in keys]
+    none = {"node_id": -1, "host": "", "port": -1}
+    results = [
+        {"key": k, **none, "error_code": denied[k]}
+        if k in denied
+        else {"key": k, **_lookup(ctx, k, key_type)}
+        for k in keys
+    ]
     if v >= 4:
         return {"throttle_time_ms": 0, "coordinators": results}
     result = results[0]
