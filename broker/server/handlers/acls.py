@@ -23,6 +23,7 @@ from ...security.acl import (
     ResourceType,
     validate_binding,
 )
+from .. import authz
 from .registry import RequestContext, handles
 
 
@@ -66,6 +67,11 @@ def _binding(d: dict[str, Any]) -> AclBinding:
 
 @handles(ApiKey.DESCRIBE_ACLS, "0-3")
 async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        return {
+            "throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None, "resources": [],
+        }  # fmt: skip
     try:
         f = _filter(req)
     except InvalidAclError as e:
@@ -101,6 +107,9 @@ async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict
 
 @handles(ApiKey.CREATE_ACLS, "0-3")
 async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        denied = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+        return {"throttle_time_ms": 0, "results": [dict(denied) for _ in req["creations"]]}
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
     for c in req["creations"]:
@@ -116,6 +125,15 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
 
 @handles(ApiKey.DELETE_ACLS, "0-3")
 async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        return {
+            "throttle_time_ms": 0,
+            "filter_results": [
+                {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                 "matching_acls": []}
+                for _ in req["filters"]
+            ],
+        }  # fmt: skip
     filters: list[AclBindingFilter | None] = []
     errors: list[str | None] = []
     for d in req["filters"]:

@@ -8,11 +8,16 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...quotas import config as qc
+from ...security.acl import AclOperation as Op
+from .. import authz
 from .registry import RequestContext, handles
 
 
 @handles(ApiKey.DESCRIBE_CLIENT_QUOTAS, "0-1")
 async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "entries": None}  # fmt: skip
     try:
         comps = [
             qc.Component(c["entity_type"], qc.MatchType(c["match_type"]), c["match"])
@@ -36,9 +41,13 @@ async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
 @handles(ApiKey.ALTER_CLIENT_QUOTAS, "0-1")
 async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     out = []
+    allowed = authz.cluster(ctx, Op.ALTER_CONFIGS)
     for e in req["entries"]:
         result: dict[str, Any] = {"error_code": 0, "error_message": None, "entity": e["entity"]}
         out.append(result)
+        if not allowed:
+            result["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            continue
         try:
             entity = qc.make_entity((c["entity_type"], c["entity_name"]) for c in e["entity"])
             ops = [(op["key"], None if op["remove"] else op["value"]) for op in e["ops"]]

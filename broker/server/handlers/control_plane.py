@@ -15,6 +15,8 @@ from typing import Any
 from ...cluster.control import PartitionErrors
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclOperation as Op
+from .. import authz
 from ..controller_channel import (
     leader_and_isr_from_body,
     leader_and_isr_response_body,
@@ -23,6 +25,13 @@ from ..controller_channel import (
     update_metadata_from_body,
 )
 from .registry import RequestContext, handles
+
+
+def _denied(ctx: RequestContext) -> ErrorCode:
+    """Controller requests need CLUSTER_ACTION (the inter-broker principal must have it)."""
+    if authz.cluster(ctx, Op.CLUSTER_ACTION):
+        return ErrorCode.NONE
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _fence(ctx: RequestContext, controller_epoch: int, broker_epoch: int) -> ErrorCode:
@@ -40,7 +49,7 @@ def _fence(ctx: RequestContext, controller_epoch: int, broker_epoch: int) -> Err
 async def handle_leader_and_isr(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
     request = leader_and_isr_from_body(req, ctx.version, broker.config.inter_broker_listener)
-    error = _fence(ctx, request.controller_epoch, request.broker_epoch)
+    error = _denied(ctx) or _fence(ctx, request.controller_epoch, request.broker_epoch)
     if error != ErrorCode.NONE:
         errors = PartitionErrors(error)
     else:
@@ -51,7 +60,7 @@ async def handle_leader_and_isr(ctx: RequestContext, req: dict[str, Any]) -> dic
 @handles(ApiKey.STOP_REPLICA, "0-4")
 async def handle_stop_replica(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     request = stop_replica_from_body(req, ctx.version)
-    error = _fence(ctx, request.controller_epoch, request.broker_epoch)
+    error = _denied(ctx) or _fence(ctx, request.controller_epoch, request.broker_epoch)
     if error != ErrorCode.NONE:
         errors = PartitionErrors(error)
     else:
@@ -62,7 +71,7 @@ async def handle_stop_replica(ctx: RequestContext, req: dict[str, Any]) -> dict[
 @handles(ApiKey.UPDATE_METADATA, "0-8")
 async def handle_update_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     request = update_metadata_from_body(req, ctx.version)
-    error = _fence(ctx, request.controller_epoch, request.broker_epoch)
+    error = _denied(ctx) or _fence(ctx, request.controller_epoch, request.broker_epoch)
     if error == ErrorCode.NONE:
         error = await ctx.broker.update_metadata(request)
     return {"error_code": error}
@@ -70,6 +79,8 @@ async def handle_update_metadata(ctx: RequestContext, req: dict[str, Any]) -> di
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN, "0-3")
 async def handle_controlled_shutdown(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if _denied(ctx):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     controller = ctx.broker.controller
     if controller is None or not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}

@@ -13,6 +13,7 @@ from ...cluster import zk_data as zk
 from ...cluster.kafka_zk import KafkaZk
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclOperation as Op
 from ...security.entity_config import update_entity_config
 from ...security.scram import (
     MAX_ITERATIONS,
@@ -21,6 +22,7 @@ from ...security.scram import (
     credential_from_salted_password,
     credentials_from_config,
 )
+from .. import authz
 from .registry import RequestContext, handles
 
 
@@ -63,6 +65,9 @@ def _describe(zkc: KafkaZk, users: list[str] | None) -> list[dict[str, Any]]:
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "0")
 async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, Op.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "results": []}  # fmt: skip
     users = req["users"]
     names = None if not users else [u["name"] for u in users]
     results = await ctx.broker._io(_describe, ctx.broker.zk, names)
@@ -136,5 +141,15 @@ def _alter(zkc: KafkaZk, req: dict[str, Any]) -> list[dict[str, Any]]:
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "0")
 async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not authz.cluster(ctx, Op.ALTER):
+        users = dict.fromkeys(op["name"] for op in [*req["deletions"], *req["upsertions"]])
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": None}
+                for u in users
+            ],
+        }  # fmt: skip
     results = await ctx.broker._io(_alter, ctx.broker.zk, req)
     return {"throttle_time_ms": 0, "results": results}
