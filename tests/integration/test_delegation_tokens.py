@@ -11,9 +11,11 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from cluster import Cluster
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -27,6 +29,7 @@ from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 MECHANISM = "SCRAM-SHA-512"
@@ -105,10 +108,14 @@ def call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
     return codec.decode_response(api_key, version, _read(sock))[1]
 
 
-def sasl_connect(tb: TokenBroker, user: str, password: str, *, token: bool = False):
-    """A SASL_PLAINTEXT connection after a SCRAM-SHA-512 login (kafka-python's SCRAM client);
-    `token` adds the tokenauth extension. Raises AuthFailed with the broker's message."""
-    sock = socket.create_connection(("127.0.0.1", tb.sasl_port), timeout=10)
+def sasl_connect(
+    tb: TokenBroker | int, user: str, password: str, *, token: bool = False
+) -> socket.socket:
+    """A SASL_PLAINTEXT connection (to a TokenBroker or a port) after a SCRAM-SHA-512 login
+    with kafka-python's SCRAM client; `token` adds the tokenauth extension. Raises AuthFailed
+    with the broker's message."""
+    port = tb if isinstance(tb, int) else tb.sasl_port
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     try:
         assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": MECHANISM})["error_code"] == 0
         client = ScramClient(user, password, MECHANISM)
@@ -293,3 +300,64 @@ def test_client_with_token_produces_consumes_until_expired(
             time.sleep(0.1)
     with pytest.raises(AuthFailed):
         sasl_connect(tb, created["token_id"], password_of(created), token=True)
+
+
+def _eventually(attempt: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not attempt():
+        assert time.monotonic() < deadline, f"{what} not reached after {timeout}s"
+        time.sleep(0.1)
+
+
+def _logs_in(port: int, user: str, password: str, *, token: bool = False) -> bool:
+    try:
+        sasl_connect(port, user, password, token=token).close()
+    except AuthFailed:
+        return False
+    return True
+
+
+def test_token_known_to_every_broker_of_a_cluster(zk_ensemble: ZkEnsemble, tmp_path: Path) -> None:
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("needs its own brokers")
+    cluster = Cluster(zk_ensemble, tmp_path, 3, {"delegation.token.secret.key": "cluster-secret"})
+    sasl_ports = {}
+    for b in cluster.brokers.values():
+        sasl_ports[b.broker_id] = free_port()
+        b.overrides = {
+            **b.overrides,
+            "listeners": f"PLAINTEXT://127.0.0.1:{b.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b.broker_id]}",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
+        }
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster[1].bootstrap})
+        upsert = UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-pw"
+        )
+        for fut in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
+            fut.result(30)
+        _eventually(lambda: _logs_in(sasl_ports[1], "alice", "alice-pw"), "alice's login")
+        with sasl_connect(sasl_ports[1], "alice", "alice-pw") as alice:
+            created = create_token(alice, [])
+        assert created["error_code"] == 0
+        token_id, password = created["token_id"], password_of(created)
+        for broker_id in (2, 3):
+            _eventually(
+                lambda p=sasl_ports[broker_id]: _logs_in(p, token_id, password, token=True),
+                f"token login on broker {broker_id}",
+            )
+        # Expired through broker 3: no broker accepts it any more.
+        _eventually(lambda: _logs_in(sasl_ports[3], "alice", "alice-pw"), "alice on broker 3")
+        with sasl_connect(sasl_ports[3], "alice", "alice-pw") as alice:
+            resp = call(alice, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
+                        {"hmac": created["hmac"], "expiry_time_period_ms": -1})  # fmt: skip
+            assert resp["error_code"] == 0
+        for broker_id in (1, 2):
+            _eventually(
+                lambda p=sasl_ports[broker_id]: not _logs_in(p, token_id, password, token=True),
+                f"token refused on broker {broker_id}",
+            )
+    finally:
+        cluster.stop()
