@@ -1,0 +1,378 @@
+"""ACL authorization on a real broker: a SASL_PLAINTEXT listener with PLAIN users, Kafka's
+`AclAuthorizer` class name and `super.users=User:admin`. ACLs are managed as admin through
+confluent-kafka's AdminClient; `alice` is checked with confluent-kafka clients and raw requests."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from odradek.broker.protocol import codec
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.records.record import Record, build_batch
+
+PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
+JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
+    f'user_{u}="{p}"' for u, p in PASSWORDS.items()
+) + ";"  # fmt: skip
+TAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+WAIT_S = 30
+
+
+class AclBroker:
+    def __init__(self, broker: OdradekBroker, sasl_port: int) -> None:
+        self.broker = broker
+        self.sasl_port = sasl_port
+
+    def conf(self, user: str) -> dict[str, str]:
+        return {
+            "bootstrap.servers": f"127.0.0.1:{self.sasl_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": PASSWORDS[user],
+        }
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.conf("admin"))
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("needs its own broker process")
+    base = tmp_path_factory.mktemp("authz")
+    plain, sasl = free_port(), free_port()
+    broker = OdradekBroker(
+        base / "data",
+        base / "logs",
+        port=plain,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin",
+        },
+    )
+    try:
+        broker.start()
+        secured = AclBroker(broker, sasl)
+        admin = secured.admin()
+        wait_for(lambda: admin.list_topics(timeout=10).controller_id >= 0, "a controller")
+        yield secured
+    finally:
+        broker.stop()
+        if broker in _live_brokers:
+            _live_brokers.remove(broker)
+
+
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} after {WAIT_S}s"
+        time.sleep(0.1)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(secured: AclBroker, name: str, records: int = 0) -> None:
+    """As admin: create `name` (one partition) and write `records` values m0, m1, ..."""
+    admin = secured.admin()
+    admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=30)[name].result(60)
+
+    def has_leader() -> bool:
+        t = admin.list_topics(name, timeout=10).topics.get(name)
+        return t is not None and t.error is None and t.partitions[0].leader >= 0
+
+    wait_for(has_leader, f"leader for {name}")
+    if records:
+        producer = Producer(secured.conf("admin"))
+        for i in range(records):
+            producer.produce(name, value=f"m{i}".encode())
+        assert producer.flush(30) == 0
+
+
+def add_acls(secured: AclBroker, *bindings: AclBinding) -> None:
+    admin = secured.admin()  # kept alive until the results are in
+    for fut in admin.create_acls(list(bindings), request_timeout=30).values():
+        fut.result(30)
+
+
+def alice_acl(
+    rtype: ResourceType,
+    name: str,
+    op: AclOperation,
+    perm: AclPermissionType = AclPermissionType.ALLOW,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+) -> AclBinding:
+    return AclBinding(rtype, name, pattern, "User:alice", "*", op, perm)
+
+
+class Raw:
+    """A SASL/PLAIN-authenticated connection speaking raw requests."""
+
+    def __init__(self, secured: AclBroker, user: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", secured.sasl_port), timeout=10)
+        self.correlation = 0
+        assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        token = f"\0{user}\0{PASSWORDS[user]}".encode()
+        assert self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})["error_code"] == 0
+
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        self.correlation += 1
+        payload = codec.encode_request(api_key, version, self.correlation, "authz-test", body)
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", self._exact(4))
+        return codec.decode_response(api_key, version, self._exact(size))[1]
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def metadata(self, topics: list[str] | None, **flags: bool) -> dict:
+        wanted = None if topics is None else [{"name": t} for t in topics]
+        return self.call(
+            ApiKey.METADATA, 10, {"topics": wanted, "allow_auto_topic_creation": False, **flags}
+        )
+
+    def topic_error(self, topic: str) -> int:
+        return self.metadata([topic])["topics"][0]["error_code"]
+
+    def coordinator_error(self, group: str) -> int:
+        return self.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})["error_code"]
+
+    def fetch_error(self, topic: str) -> int:
+        resp = self.call(
+            ApiKey.FETCH,
+            12,
+            {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+             "topics": [{"topic": topic, "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+             "forgotten_topics_data": []},
+        )  # fmt: skip
+        return resp["responses"][0]["partitions"][0]["error_code"]
+
+
+def consume(conf: dict[str, str], topic: str, group: str, n: int) -> tuple[list[bytes], set[int]]:
+    """Subscribe with `group` and read until `n` values or an authorization error."""
+    errors: set[int] = set()
+    consumer = Consumer(
+        {**conf, "group.id": group, "auto.offset.reset": "earliest",
+         "error_cb": lambda e: errors.add(e.code())}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    denied = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
+    deadline = time.monotonic() + WAIT_S
+    while len(got) < n and not errors & denied and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            errors.add(msg.error().code())
+        else:
+            got.append(msg.value())
+    consumer.close()
+    return got, errors
+
+
+def produce_errors(conf: dict[str, str], topic: str, n: int) -> list[int]:
+    """Produce n values; the delivery error codes (empty when all were written)."""
+    failures: list[int] = []
+
+    def report(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            failures.append(err.code())
+
+    producer = Producer({**conf, "message.timeout.ms": 10000})
+    for i in range(n):
+        producer.produce(topic, value=f"m{i}".encode(), on_delivery=report)
+    producer.flush(30)
+    return failures
+
+
+def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None:
+    topic = unique("noacl")
+    create_topic(secured, topic, records=3)
+    failures = produce_errors(secured.conf("alice"), topic, 3)
+    assert failures == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+    group = unique("g")
+    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    assert got == []
+    assert KafkaError.GROUP_AUTHORIZATION_FAILED in errors
+    # With the group allowed, the topic is what is refused.
+    add_acls(secured, alice_acl(ResourceType.GROUP, group, AclOperation.READ))
+    alice = Raw(secured, "alice")
+    try:
+        wait_for(lambda: alice.coordinator_error(group) == 0, "group ACL applied")
+    finally:
+        alice.close()
+    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    assert got == []
+    assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+
+
+def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
+    topic = unique("raw")
+    create_topic(secured, topic, records=1)
+    alice = Raw(secured, "alice")
+    try:
+        batch = build_batch([Record(0, 0, None, b"x", [])])
+        produced = alice.call(
+            ApiKey.PRODUCE,
+            9,
+            {"acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+        )  # fmt: skip
+        assert produced["responses"][0]["partition_responses"][0]["error_code"] == TAF
+        assert alice.fetch_error(topic) == TAF
+        listed = alice.call(
+            ApiKey.LIST_OFFSETS,
+            7,
+            {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+        )  # fmt: skip
+        assert listed["topics"][0]["partitions"][0]["error_code"] == TAF
+        assert alice.topic_error(topic) == TAF
+        committed = alice.call(
+            ApiKey.OFFSET_COMMIT,
+            8,
+            {"group_id": unique("g"), "generation_id_or_member_epoch": -1, "member_id": "",
+             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                 {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                  "committed_metadata": ""}]}]},
+        )  # fmt: skip
+        code = committed["topics"][0]["partitions"][0]["error_code"]
+        assert code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        created = alice.call(
+            ApiKey.CREATE_TOPICS,
+            5,
+            {"topics": [{"name": unique("new"), "num_partitions": 1, "replication_factor": 1,
+                         "assignments": [], "configs": []}],
+             "timeout_ms": 5000, "validate_only": False},
+        )  # fmt: skip
+        assert created["topics"][0]["error_code"] == TAF
+        acls = alice.call(
+            ApiKey.CREATE_ACLS,
+            2,
+            {"creations": [{"resource_type": 2, "resource_name": topic,
+                            "resource_pattern_type": 3, "principal": "User:alice", "host": "*",
+                            "operation": 3, "permission_type": 3}]},
+        )  # fmt: skip
+        assert acls["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        meta = alice.metadata(None, include_cluster_authorized_operations=True)
+        assert meta["cluster_authorized_operations"] == 0
+    finally:
+        alice.close()
+    admin = Raw(secured, "admin")
+    try:
+        meta = admin.metadata([topic], include_cluster_authorized_operations=True)
+        assert meta["topics"][0]["error_code"] == 0
+        # The cluster's operations: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+        # IDEMPOTENT_WRITE, ALTER, DESCRIBE.
+        ops = {5, 9, 10, 11, 12, 7, 8}
+        assert meta["cluster_authorized_operations"] == sum(1 << op for op in ops)
+    finally:
+        admin.close()
+
+
+def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -> None:
+    topic, group = unique("allowed"), unique("readers")
+    create_topic(secured, topic, records=5)
+    add_acls(
+        secured,
+        alice_acl(ResourceType.TOPIC, topic, AclOperation.READ),
+        alice_acl(ResourceType.GROUP, group, AclOperation.READ),
+    )
+    alice = Raw(secured, "alice")
+    try:
+        wait_for(lambda: alice.topic_error(topic) == 0, "READ ACL applied")
+        got, errors = consume(secured.conf("alice"), topic, group, 5)
+        assert got == [f"m{i}".encode() for i in range(5)], errors
+        # READ does not imply WRITE.
+        failures = produce_errors(secured.conf("alice"), topic, 1)
+        assert failures == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+        add_acls(
+            secured,
+            alice_acl(ResourceType.TOPIC, topic, AclOperation.READ, AclPermissionType.DENY),
+        )
+        wait_for(lambda: alice.fetch_error(topic) == TAF, "DENY ACL applied")
+    finally:
+        alice.close()
+    got, errors = consume(secured.conf("alice"), topic, group, 5)
+    assert got == []
+    assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+
+
+def test_prefixed_acl_covers_new_topics(secured: AclBroker) -> None:
+    prefix = unique("team") + "."
+    prefixed = ResourcePatternType.PREFIXED
+    add_acls(
+        secured,
+        alice_acl(ResourceType.TOPIC, prefix, AclOperation.WRITE, pattern=prefixed),
+        alice_acl(ResourceType.TOPIC, prefix, AclOperation.READ, pattern=prefixed),
+        alice_acl(ResourceType.GROUP, prefix, AclOperation.READ, pattern=prefixed),
+    )
+    topic = prefix + "orders"
+    create_topic(secured, topic)  # after the ACLs
+    alice = Raw(secured, "alice")
+    try:
+        wait_for(lambda: alice.topic_error(topic) == 0, "prefixed ACL applied")
+        assert alice.topic_error(unique("team") + ".other") == TAF
+    finally:
+        alice.close()
+    assert produce_errors(secured.conf("alice"), topic, 4) == []
+    got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4)
+    assert got == [f"m{i}".encode() for i in range(4)], errors
+
+
+def test_metadata_hides_topics_the_user_may_not_describe(secured: AclBroker) -> None:
+    visible, hidden = unique("visible"), unique("hidden")
+    create_topic(secured, visible)
+    create_topic(secured, hidden)
+    add_acls(secured, alice_acl(ResourceType.TOPIC, visible, AclOperation.DESCRIBE))
+    alice = Raw(secured, "alice")
+    try:
+        wait_for(lambda: alice.topic_error(visible) == 0, "DESCRIBE ACL applied")
+        listed = {t["name"] for t in alice.metadata(None)["topics"]}
+        assert visible in listed
+        assert hidden not in listed
+        assert alice.topic_error(hidden) == TAF
+    finally:
+        alice.close()
+    as_alice = AdminClient(secured.conf("alice")).list_topics(timeout=10)
+    assert visible in as_alice.topics and hidden not in as_alice.topics
+    named = AdminClient(secured.conf("alice")).list_topics(hidden, timeout=10).topics[hidden]
+    assert named.error is not None
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    as_admin = secured.admin().list_topics(timeout=10)
+    assert visible in as_admin.topics and hidden in as_admin.topics
