@@ -10,6 +10,7 @@ SaslHandshake v0, bare tokens); anything else closes it.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import codec
@@ -18,6 +19,7 @@ from ..protocol.errors import ErrorCode
 from .handlers import HANDLERS, RequestContext
 from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
+from .throttling import apply_quotas, client_throttles, run_timed
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -77,14 +79,47 @@ class Dispatcher:
                 f"unsupported version {version} of API {header.api_key} "
                 f"(supported {spec.versions.lo}-{spec.versions.hi})"
             )
+        started = time.perf_counter_ns()
         try:
             request = codec.decode_request(header.api_key, version, frame, offset)
         except codec.ProtocolError as e:
             raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{version}: {e}") from e
+        decode_ns = time.perf_counter_ns() - started
         if header.api_key not in _SERVED_BEFORE_READY and not self.broker.ready.is_set():
             await self.broker.wait_ready()
         ctx = RequestContext(self.broker, conn, header)
-        response = await spec.fn(ctx, request)
+        response, busy_ns = await run_timed(spec.fn(ctx, request))
+        self._throttle(conn, header, request, response, decode_ns + busy_ns)
         if response is None:
             return None
         return codec.encode_response(header.api_key, version, header.correlation_id, response)
+
+    def _throttle(
+        self,
+        conn: Connection,
+        header: codec.RequestHeader,
+        request: dict[str, Any],
+        response: dict[str, Any] | None,
+        busy_ns: int,
+    ) -> None:
+        """Apply client quotas: set `throttle_time_ms` and tell the connection to mute."""
+        security = self.broker.security
+        if security is None:
+            return
+        throttle_ms = apply_quotas(
+            security.quotas,
+            self.broker,
+            conn.principal,
+            header.client_id or "",
+            header.api_key,
+            header.api_version,
+            request,
+            response,
+            busy_ns,
+            time.time() * 1000.0,
+        )
+        if throttle_ms > 0:
+            conn.throttle(
+                throttle_ms / 1000.0,
+                before_response=not client_throttles(header.api_key, header.api_version),
+            )

@@ -99,9 +99,23 @@ class Connection:
         self.authenticator: Any = None
         # Set by a handler whose answer is the last one (a failed authentication).
         self.close_after_send = False
+        # Client quotas (throttling.py): no request is read before `muted_until` (loop time);
+        # old clients also get their response only then.
+        self.muted_until = 0.0
+        self.delay_response = False
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)
+
+    def throttle(self, seconds: float, *, before_response: bool) -> None:
+        """Mute the channel for `seconds` from now (Kafka's throttled channel)."""
+        self.muted_until = max(self.muted_until, self.loop.time() + seconds)
+        self.delay_response = before_response
+
+    async def wait_unmuted(self) -> None:
+        delay = self.muted_until - self.loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     async def start_tls(self, ctx: ssl.SSLContext) -> None:
         """Run the server handshake; a verified client certificate names the principal."""
@@ -306,10 +320,14 @@ class SocketServer:
             while True:
                 frame = await conn.read_frame(self.max_request_bytes)
                 chunks = await self.handle_frame(conn, frame)
+                if conn.delay_response:
+                    conn.delay_response = False
+                    await conn.wait_unmuted()
                 if chunks is not None:
                     await conn.send(chunks)
                 if conn.close_after_send:
                     break
+                await conn.wait_unmuted()
         except (ConnectionClosed, ConnectionError, BrokenPipeError):
             pass
         except ValueError as e:

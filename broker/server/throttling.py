@@ -1,0 +1,218 @@
+"""Client quotas on the request path: what to record, the throttle time, when to answer.
+
+Like Kafka, a client over a quota gets no error: its response carries `throttle_time_ms` and its
+connection reads no further request for that long. Clients that honour the field (KIP-219, the
+response versions in `_CLIENT_THROTTLES_FROM`) get the response at once; older ones get it only
+when the throttle is over, so the delay itself slows them down.
+
+Request quotas count the time the broker spends working on a request, not the time it waits
+(fetch long polls, acks=all): `run_timed` drives the handler one step at a time and adds up the
+steps, as Kafka counts only request-handler and network thread time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from ..protocol.api_keys import ApiKey
+from ..protocol.messages import REGISTRY
+from ..quotas.manager import QuotaKind, QuotaManager
+from .fetch_session import FINAL_EPOCH, INITIAL_EPOCH
+
+# The first response version whose clients throttle themselves (Kafka's shouldClientThrottle).
+# APIs added after KIP-219 are not listed: every version of them does.
+_CLIENT_THROTTLES_FROM = {
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 2,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.SASL_AUTHENTICATE: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.CREATE_DELEGATION_TOKEN: 1,
+    ApiKey.RENEW_DELEGATION_TOKEN: 1,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: 1,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: 1,
+    ApiKey.DELETE_GROUPS: 1,
+}
+
+# Requests between brokers (and the SASL exchange) are never throttled by request quotas.
+_EXEMPT = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+    }
+)
+
+
+def has_throttle_field(api_key: int, version: int) -> bool:
+    api = REGISTRY.get(api_key)
+    if api is None:
+        return False
+    return any(f.name == "throttle_time_ms" and version in f.versions for f in api.response)
+
+
+def client_throttles(api_key: int, version: int) -> bool:
+    """True when the client waits out `throttle_time_ms` itself (answer now, then mute)."""
+    if not has_throttle_field(api_key, version):
+        return False
+    return version >= _CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+async def run_timed(coro: Coroutine[Any, Any, Any]) -> tuple[Any, int]:
+    """Run `coro` in the current task and return (its result, nanoseconds it ran).
+
+    Each step up to the next suspension is timed; what it waits for is awaited here, so waits
+    do not count. This is what asyncio's Task does, with a clock around each step."""
+    busy = 0
+    error: BaseException | None = None
+    while True:
+        start = time.perf_counter_ns()
+        try:
+            yielded = coro.send(None) if error is None else coro.throw(error)
+        except StopIteration as stop:
+            return stop.value, busy + time.perf_counter_ns() - start
+        busy += time.perf_counter_ns() - start
+        error = None
+        try:
+            if yielded is None:
+                await asyncio.sleep(0)  # a bare yield: let other tasks run
+            else:
+                yielded._asyncio_future_blocking = False
+                # The coroutine reads the outcome from the future itself when resumed.
+                await asyncio.wait([yielded])
+        except BaseException as e:  # noqa: BLE001 - cancellation goes into the handler
+            if yielded is not None:
+                yielded.cancel()
+            error = e
+
+
+def _records_size(records: Any) -> int:
+    if records is None:
+        return 0
+    return records.size if hasattr(records, "fileno") else len(records)
+
+
+def produce_bytes(request: dict[str, Any]) -> int:
+    return sum(
+        _records_size(p.get("records"))
+        for t in request.get("topic_data", [])
+        for p in t.get("partition_data", [])
+    )
+
+
+def fetch_bytes(response: dict[str, Any]) -> int:
+    return sum(
+        _records_size(p.get("records"))
+        for t in response.get("responses", [])
+        for p in t.get("partitions", [])
+    )
+
+
+def is_follower_fetch(version: int, request: dict[str, Any]) -> bool:
+    if version >= 15:
+        return (request.get("replica_state") or {}).get("replica_id", -1) >= 0
+    return request.get("replica_id", -1) >= 0
+
+
+def apply_quotas(
+    quotas: QuotaManager,
+    broker: Any,
+    principal: str,
+    client_id: str,
+    api_key: int,
+    version: int,
+    request: dict[str, Any],
+    response: dict[str, Any] | None,
+    busy_ns: int,
+    now_ms: float,
+) -> int:
+    """Record this request against its quotas; return the throttle time (0: none).
+
+    Puts the time in the response's `throttle_time_ms`; a throttled consumer fetch is answered
+    empty (and its bytes unrecorded), as Kafka does, so throttled data is fetched again later."""
+    if api_key in _EXEMPT:
+        return 0
+    follower = api_key == ApiKey.FETCH and is_follower_fetch(version, request)
+    if follower:
+        return 0
+    bandwidth = 0
+    if api_key == ApiKey.PRODUCE:
+        bandwidth = quotas.record_and_get_throttle_ms(
+            principal, client_id, QuotaKind.PRODUCE, produce_bytes(request), now_ms
+        )
+    fetched = 0
+    if api_key == ApiKey.FETCH and response is not None:
+        fetched = fetch_bytes(response)
+        bandwidth = quotas.record_and_get_throttle_ms(
+            principal, client_id, QuotaKind.FETCH, fetched, now_ms
+        )
+    request_time = quotas.record_and_get_throttle_ms(
+        principal, client_id, QuotaKind.REQUEST, busy_ns, now_ms
+    )
+    throttle = max(bandwidth, request_time)
+    if throttle <= 0:
+        return 0
+    if response is not None:
+        if api_key == ApiKey.FETCH:
+            _empty_fetch(quotas, broker, principal, client_id, request, response, fetched, now_ms)
+        if has_throttle_field(api_key, version):
+            response["throttle_time_ms"] = throttle
+    return throttle
+
+
+def _empty_fetch(
+    quotas: QuotaManager,
+    broker: Any,
+    principal: str,
+    client_id: str,
+    request: dict[str, Any],
+    response: dict[str, Any],
+    fetched: int,
+    now_ms: float,
+) -> None:
+    if response.get("error_code", 0):
+        return
+    if fetched:
+        quotas.record_and_get_throttle_ms(principal, client_id, QuotaKind.FETCH, -fetched, now_ms)
+    response["responses"] = []
+    session_id = response.get("session_id", 0)
+    if session_id and request.get("session_epoch", FINAL_EPOCH) == INITIAL_EPOCH:
+        # Kafka creates no session for a throttled full fetch: the client starts over.
+        broker.fetch_sessions.remove(session_id)
+        response["session_id"] = 0
