@@ -1,0 +1,112 @@
+"""Quota enforcement on the request path (broker/server/throttling.py), without sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.quotas.config import CLIENT_ID, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from odradek.broker.quotas.manager import QuotaManager
+from odradek.broker.server.throttling import apply_quotas, client_throttles, run_timed
+
+
+def test_waits_do_not_count_as_request_time() -> None:
+    async def handler() -> str:
+        await asyncio.sleep(0.2)
+        await asyncio.sleep(0)
+        return "done"
+
+    async def main() -> tuple[str, int, float]:
+        start = time.monotonic()
+        result, busy = await run_timed(handler())
+        return result, busy, time.monotonic() - start
+
+    result, busy_ns, wall = asyncio.run(main())
+    assert result == "done"
+    assert wall >= 0.2
+    assert busy_ns < 0.2 * 1e9
+
+
+def test_busy_steps_count_and_errors_reach_the_handler() -> None:
+    async def handler() -> int:
+        fut = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(fut.set_exception, KeyError("x"))
+        try:
+            await fut
+        except KeyError:
+            pass
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.05:
+            pass
+        raise ValueError("handler failed")
+
+    async def main() -> None:
+        await run_timed(handler())
+
+    with pytest.raises(ValueError, match="handler failed"):
+        asyncio.run(main())
+
+
+def test_cancellation_goes_into_the_handler() -> None:
+    cleaned = []
+
+    async def handler() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cleaned.append(True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_timed(handler()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert cleaned == [True]
+
+
+def test_which_responses_the_client_waits_out_itself() -> None:
+    assert client_throttles(ApiKey.PRODUCE, 9)
+    assert not client_throttles(ApiKey.PRODUCE, 5)  # has the field; the broker delays it
+    assert not client_throttles(ApiKey.PRODUCE, 0)  # no field at all
+    assert client_throttles(ApiKey.FETCH, 8)
+    assert not client_throttles(ApiKey.FETCH, 7)
+    assert client_throttles(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0)  # newer than KIP-219
+
+
+def _produce(size: int) -> dict:
+    return {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"x" * size}]}]}
+
+
+def test_produce_over_its_byte_rate_gets_a_throttle_time_and_no_error() -> None:
+    quotas = QuotaManager()
+    quotas.cache.set(((CLIENT_ID, "app"),), {PRODUCER_BYTE_RATE: 1000.0})
+    response = {"responses": [], "throttle_time_ms": 0}
+    args = ("User:ANONYMOUS", "app", ApiKey.PRODUCE, 9)
+    # 10 s of samples at 1000 B/s admit 10 000 bytes before throttling
+    assert apply_quotas(quotas, None, *args, _produce(9000), response, 0, 0.0) == 0
+    throttle = apply_quotas(quotas, None, *args, _produce(2000), response, 0, 10.0)
+    assert throttle > 0
+    assert response["throttle_time_ms"] == throttle
+    # another client id shares nothing
+    other = {"responses": [], "throttle_time_ms": 0}
+    free = ("User:ANONYMOUS", "other", ApiKey.PRODUCE, 9)
+    assert apply_quotas(quotas, None, *free, _produce(20000), other, 0, 20.0) == 0
+    assert other["throttle_time_ms"] == 0
+
+
+def test_request_percentage_counts_handler_time_and_exempts_broker_requests() -> None:
+    quotas = QuotaManager()
+    quotas.cache.set(((CLIENT_ID, "app"),), {REQUEST_PERCENTAGE: 1.0})
+    busy = int(2e9)  # 2 s of work: 20% over 10 s of samples
+    response = {"throttle_time_ms": 0}
+    args = ("User:ANONYMOUS", "app", ApiKey.METADATA, 9)
+    throttle = apply_quotas(quotas, None, *args, {}, response, busy, 0.0)
+    assert 0 < throttle <= 1000  # bounded to one quota window, like Kafka
+    assert response["throttle_time_ms"] == throttle
+    exempt = ("User:ANONYMOUS", "app", ApiKey.UPDATE_METADATA, 8)
+    assert apply_quotas(quotas, None, *exempt, {}, {}, busy, 0.0) == 0
