@@ -19,7 +19,7 @@ from ..protocol.errors import ErrorCode
 from .handlers import HANDLERS, RequestContext
 from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
-from .throttling import apply_quotas, client_throttles, run_timed
+from .throttling import apply_quotas, client_throttles, limit_fetch, run_timed
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -88,6 +88,14 @@ class Dispatcher:
         if header.api_key not in _SERVED_BEFORE_READY and not self.broker.ready.is_set():
             await self.broker.wait_ready()
         ctx = RequestContext(self.broker, conn, header)
+        if header.api_key == ApiKey.FETCH and self.broker.security is not None:
+            limit_fetch(
+                self.broker.security.quotas,
+                conn.principal,
+                header.client_id or "",
+                version,
+                request,
+            )
         response, busy_ns = await run_timed(spec.fn(ctx, request))
         self._throttle(conn, header, request, response, decode_ns + busy_ns)
         if response is None:

@@ -150,6 +150,23 @@ def is_follower_fetch(version: int, request: dict[str, Any]) -> bool:
     return request.get("replica_id", -1) >= 0
 
 
+def limit_fetch(
+    quotas: QuotaManager, principal: str, client_id: str, version: int, request: dict[str, Any]
+) -> None:
+    """Cap a consumer fetch at what its byte-rate quota admits in one quota window (Kafka
+    does the same), so a throttled, emptied fetch can succeed once the throttle is over."""
+    if is_follower_fetch(version, request):
+        return
+    bound = quotas.quota(principal, client_id, QuotaKind.FETCH)
+    if bound is None:
+        return
+    settings = quotas.settings
+    window_bytes = max(int(bound * (settings.samples - 1) * settings.window_seconds), 1)
+    if "max_bytes" in request:
+        request["max_bytes"] = min(request["max_bytes"], window_bytes)
+    request["min_bytes"] = min(request.get("min_bytes", 0), window_bytes)
+
+
 def apply_quotas(
     quotas: QuotaManager,
     broker: Any,

@@ -164,3 +164,59 @@ def test_quota_altered_through_one_broker_applies_on_another(cluster_factory) ->
     assert throttle > 0
     # other client ids are not limited
     assert _throttle_of_one_produce(b3.host, b3.port, "free", body) == 0
+
+
+def test_consumer_over_its_fetch_byte_rate_gets_an_empty_throttled_response(
+    broker_factory,
+) -> None:
+    broker = broker_factory()
+    topic = "quota-fetch-" + uuid.uuid4().hex[:8]
+    create_topic(broker.bootstrap, topic)
+    for _ in range(3):
+        assert (
+            _throttle_of_one_produce(
+                "127.0.0.1", broker.port, "writer", _produce_body(topic, 0, 100_000)
+            )
+            == 0
+        )
+    set_quota(broker.bootstrap, "reader", {"consumer_byte_rate": 20_480})
+
+    def fetch(offset: int) -> dict:
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 50_000_000,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 50_000_000}
+                    ],
+                }
+            ],
+        }
+
+        async def once() -> dict:
+            conn = await BrokerConnection.open(
+                "127.0.0.1", broker.port, client_id="reader", request_timeout=15.0
+            )
+            try:
+                return await conn.request(ApiKey.FETCH, body, version=12)
+            finally:
+                await conn.close()
+
+        return asyncio.run(asyncio.wait_for(once(), 30))
+
+    # One quota window admits 10 samples x 20 480 bytes: the first two batches, not the third.
+    first = fetch(0)
+    assert first["throttle_time_ms"] == 0
+    records = first["responses"][0]["partitions"][0]["records"]
+    assert 200_000 < len(records) <= 204_800
+    second = fetch(2)
+    assert second["error_code"] == 0
+    assert second["throttle_time_ms"] > 0
+    assert second["responses"] == []
