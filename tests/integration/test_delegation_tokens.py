@@ -29,6 +29,7 @@ from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
@@ -57,6 +58,9 @@ def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
             "delegation.token.secret.key": "odradek-token-secret",
             "delegation.token.expiry.check.interval.ms": "300",
+            # The PLAINTEXT listener is the administrators' channel.
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ANONYMOUS",
         },
     )
     try:
@@ -139,10 +143,28 @@ def sasl_connect(
     return sock
 
 
-def create_token(sock: socket.socket, renewers: list[str], max_lifetime_ms: int = -1) -> dict:
+def allow(tb: TokenBroker, rtype: ResourceType, name: str, user: str, op: AclOperation) -> None:
+    """CreateAcls as a raw request (confluent-kafka has no USER resource type)."""
+    creation = {
+        "resource_type": rtype,
+        "resource_name": name,
+        "resource_pattern_type": PatternType.LITERAL,
+        "principal": f"User:{user}",
+        "host": "*",
+        "operation": op,
+        "permission_type": AclPermissionType.ALLOW,
+    }
+    with socket.create_connection(("127.0.0.1", tb.broker.port), timeout=10) as admin:
+        resp = call(admin, ApiKey.CREATE_ACLS, 3, {"creations": [creation]})
+    assert resp["results"][0]["error_code"] == 0
+
+
+def create_token(
+    sock: socket.socket, renewers: list[str], max_lifetime_ms: int = -1, owner: str | None = None
+) -> dict:
     body = {
-        "owner_principal_type": None,
-        "owner_principal_name": None,
+        "owner_principal_type": "User" if owner else None,
+        "owner_principal_name": owner,
         "renewers": [{"principal_type": "User", "principal_name": r} for r in renewers],
         "max_lifetime_ms": max_lifetime_ms,
     }
@@ -220,8 +242,14 @@ def test_create_describe_renew_expire(tb: TokenBroker) -> None:
         resp = call(carol, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
                     {"hmac": hmac, "expiry_time_period_ms": -1})  # fmt: skip
         assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        # DESCRIBE_TOKENS on the owner shows a user the owner's tokens.
+        allow(tb, ResourceType.USER, "User:alice", "carol", AclOperation.DESCRIBE_TOKENS)
+        _eventually(lambda: token_id in token_ids(describe(carol)), "carol seeing the token")
     with sasl_connect(tb, "bob", USERS["bob"]) as bob:
         assert token_id in token_ids(describe(bob))
+        # A token for someone else needs CREATE_TOKENS on that user.
+        resp = create_token(bob, [], owner="alice")
+        assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
         resp = call(bob, ApiKey.RENEW_DELEGATION_TOKEN, 2,
                     {"hmac": hmac, "renew_period_ms": 3_600_000})  # fmt: skip
         assert resp["error_code"] == 0
@@ -267,9 +295,19 @@ def test_client_with_token_produces_consumes_until_expired(
     topic = f"token-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": tb.broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(60)
+    allow(tb, ResourceType.TOPIC, topic, "alice", AclOperation.ALL)
     with sasl_connect(tb, "alice", USERS["alice"]) as alice:
         created = create_token(alice, [])
     assert created["error_code"] == 0
+    # The token's session is alice's: once her ACL is in force, it sees the topic.
+    with sasl_connect(tb, created["token_id"], password_of(created), token=True) as tok:
+
+        def visible() -> bool:
+            body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+            meta = call(tok, ApiKey.METADATA, 4, body)
+            return meta["topics"][0]["error_code"] == 0
+
+        _eventually(visible, "alice's topic ACL")
     conf = {
         "bootstrap_servers": tb.sasl_addr,
         "security_protocol": "SASL_PLAINTEXT",

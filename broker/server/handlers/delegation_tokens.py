@@ -4,7 +4,9 @@ DescribeDelegationToken (41).
 As in Kafka, token requests are refused on connections whose identity is weak or itself a
 token: PLAINTEXT, SSL without a client certificate, and token-authenticated SASL sessions
 (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED). Any broker answers; the token manager writes the store
-and its change notifications tell the other brokers.
+and its change notifications tell the other brokers. With an authorizer, creating a token for
+another owner needs CREATE_TOKENS on that user, and Describe shows a token to its owner,
+requester and renewers, or with DESCRIBE on the token or DESCRIBE_TOKENS on its owner.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation, ResourceType
 from ...security.tokens import TokenInfo
+from ..authz import authorized
 from .registry import RequestContext, handles
 
 USER_TYPE = "User"
@@ -34,12 +37,6 @@ def token_requests_allowed(ctx: RequestContext) -> bool:
 def _split(principal: str) -> tuple[str, str]:
     kind, _, name = principal.partition(":")
     return kind, name
-
-
-def _authorized(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-    security = ctx.broker.security
-    assert security is not None
-    return security.authorizer.authorize(ctx.conn.principal, ctx.conn.peer_host, op, rtype, name)
 
 
 def _create_response(
@@ -73,7 +70,7 @@ async def handle_create(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
     renewers = [f"{r['principal_type']}:{r['principal_name']}" for r in req["renewers"]]
     if any(_split(p)[0] != USER_TYPE for p in [owner, *renewers]):
         return _create_response(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
-    if owner != requester and not _authorized(
+    if owner != requester and not authorized(
         ctx, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
     ):
         return _create_response(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
@@ -154,8 +151,8 @@ async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
             continue
         visible = (
             info.owner_or_renewer(principal)
-            or _authorized(ctx, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, info.token_id)
-            or _authorized(ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, info.owner)
+            or authorized(ctx, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, info.token_id)
+            or authorized(ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, info.owner)
         )
         if visible:
             out.append(_describe_entry(info, manager.hmac_of(info)))
