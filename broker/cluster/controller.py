@@ -7,7 +7,8 @@ task handles them in order. Every controller write is fenced by the /controller_
 
 Handled here: election and failover, broker arrival/departure (/brokers/ids), topic creation
 and partition addition (/brokers/topics and each topic's node), topic deletion
-(/admin/delete_topics). Brokers are told about the results through `BrokerControl`
+(/admin/delete_topics), and ISR changes that partition leaders wrote to the state znodes
+themselves and announced under /isr_change_notification. Brokers are told about the results through `BrokerControl`
 (LeaderAndIsr, UpdateMetadata, StopReplica), batched per event and sent in order per broker by
 one sender task each.
 """
@@ -286,6 +287,7 @@ class Controller:
         self._watch_brokers = self._watcher("broker_change")
         self._watch_topics = self._watcher("topic_change")
         self._watch_deletions = self._watcher("topic_deletion")
+        self._watch_isr_changes = self._watcher("isr_change")
         self._watch_topic: dict[str, Callable[[WatchedEvent], None]] = {}
 
     # -- lifecycle
@@ -502,6 +504,9 @@ class Controller:
         self.ctx = ctx = _Context()
         await self._io(self.zk.get_broker_ids, self._watch_brokers)
         ctx.live = await self._io(self.zk.get_all_brokers)
+        # Pending ISR notifications are obsolete: every state znode is read just below.
+        pending = await self._io(self.zk.get_isr_change_notifications, self._watch_isr_changes)
+        await self._io(self.zk.delete_isr_change_notifications, pending, self.epoch_zk_version)
         for topic in await self._io(self.zk.get_all_topics, self._watch_topics):
             found = await self._io(self._read_topic, topic)
             if found is not None:
@@ -519,6 +524,18 @@ class Controller:
         for tp in ctx.all_partitions():
             if tp in ctx.states:
                 batch.add_leader_and_isr(ctx.replicas(tp), tp)
+        # Brokers that died while no controller was active are still in ISRs: drop them where
+        # the leader lives (Kafka's replica state machine startup moves their replicas offline);
+        # partitions whose leader died get an offline election, which does the same.
+        for tp in ctx.all_partitions():
+            st = ctx.states.get(tp)
+            if (
+                st is not None
+                and tp[0] not in ctx.to_delete
+                and st.leader in ctx.live
+                and any(r not in ctx.live for r in st.isr)
+            ):
+                await self._shrink_isr(batch, tp)
         await self._elect_leaders(batch, self._needing_leader())
         batch.send()
         await self._on_topic_deletion()
@@ -691,6 +708,33 @@ class Controller:
         await self._elect_leaders(batch, self._needing_leader())
         batch.send()
         await self._resume_deletions()
+
+    # -- ISR changes made by partition leaders (reference §2.4, §3.4)
+
+    async def _on_isr_change(self) -> None:
+        """Re-read the announced partitions' states and tell every live broker; the
+        notifications are deleted even when handling them fails, as Kafka does."""
+        ctx = self.ctx
+        names = await self._io(self.zk.get_isr_change_notifications, self._watch_isr_changes)
+        if not names:
+            return
+        try:
+            listed = await self._io(self.zk.get_isr_change_partitions, names)
+            changed = []
+            for tp in sorted(set(listed)):
+                if tp[1] not in ctx.assignments.get(tp[0], {}):
+                    continue
+                fresh = await self._io(self.zk.get_partition_state, tp[0], tp[1])
+                if fresh is not None:
+                    ctx.states[tp] = fresh
+                    changed.append(tp)
+            if changed:
+                log.debug("ISR changes announced for %s", changed)
+                batch = _Batch(self)
+                batch.add_update_metadata(ctx.live, changed)
+                batch.send()
+        finally:
+            await self._io(self.zk.delete_isr_change_notifications, names, self.epoch_zk_version)
 
     # -- topics
 

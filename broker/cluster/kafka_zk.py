@@ -377,6 +377,29 @@ class KafkaZk:
             pass
         self.delete_topic_deletion_marker(topic, fence)
 
+    # -- ISR change notifications (leaders that write ISR changes to ZooKeeper themselves)
+
+    def get_isr_change_notifications(self, watch: WatchCallback | None = None) -> list[str]:
+        """Names of the pending /isr_change_notification children, oldest first."""
+        names = self.children(zk.ISR_CHANGE_NOTIFICATION, watch)
+        return sorted(n for n in names if n.startswith(zk.ISR_CHANGE_PREFIX))
+
+    def get_isr_change_partitions(self, names: Sequence[str]) -> list[tuple[str, int]]:
+        """The partitions listed by these notifications (a vanished one lists nothing)."""
+        out: list[tuple[str, int]] = []
+        for name in names:
+            found = self.get_data(f"{zk.ISR_CHANGE_NOTIFICATION}/{name}")
+            if found is not None:
+                out.extend(zk.decode_partition_list(found[0]))
+        return out
+
+    def delete_isr_change_notifications(self, names: Sequence[str], fence: int | None) -> None:
+        for name in names:
+            try:
+                self._multi([DeleteOp(f"{zk.ISR_CHANGE_NOTIFICATION}/{name}")], fence)
+            except NoNodeError:
+                pass
+
     # -- entity configs
 
     def get_entity_config(self, entity_type: str, entity_name: str) -> dict[str, str]:

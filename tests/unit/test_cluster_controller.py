@@ -400,3 +400,87 @@ def test_config_change_listener(store):
         await b.stop()
 
     asyncio.run(scenario())
+
+
+def test_isr_change_notification_reaches_every_broker(store):
+    async def scenario():
+        locals_: dict[int, LocalBroker] = {}
+        b0 = Broker(store, 0, locals_)
+        await b0.start()
+        await settle(store, b0)
+        b1 = Broker(store, 1, locals_)
+        await b1.start()
+        await settle(store, b0, b1)
+        await b0.admin.create_topic("n", assignments={0: [1, 0], 1: [0, 1]})
+        await settle(store, b0, b1)
+
+        # The leader of n-0 (broker 1) drops broker 0 from the ISR itself, as a ZK-mode leader
+        # does: a conditional write of the state znode (same leader epoch), then a notification.
+        b1.zk.update_partition_state(
+            "n", 0, zk.PartitionState(1, 0, (1,), 1, partition_epoch=0), None
+        )
+        store.create(
+            "/isr_change_notification/isr_change_",
+            zk.encode_partition_list([("n", 0)]),
+            sequential=True,
+        )
+        await settle(store, b0, b1)
+        for local in locals_.values():
+            p = local.cache.get_partition("n", 0)
+            assert (p.leader, p.leader_epoch, tuple(p.isr)) == (1, 0, (1,))
+            assert tuple(local.cache.get_partition("n", 1).isr) == (0, 1)
+        assert b0.controller.ctx.states[("n", 0)].partition_epoch == 1
+        assert store.get_children("/isr_change_notification") == []
+        # A notification naming an unknown partition is dropped as well.
+        store.create(
+            "/isr_change_notification/isr_change_",
+            zk.encode_partition_list([("gone", 3)]),
+            sequential=True,
+        )
+        await settle(store, b0, b1)
+        assert store.get_children("/isr_change_notification") == []
+        await b1.stop()
+        await b0.stop()
+
+    asyncio.run(scenario())
+
+
+def test_failover_drops_brokers_that_died_without_a_controller(store):
+    async def scenario():
+        locals_: dict[int, LocalBroker] = {}
+        brokers = {}
+        for i in (0, 1, 2):
+            brokers[i] = Broker(store, i, locals_)
+            await brokers[i].start()
+            await settle(store, *brokers.values())
+        b0, b1, b2 = brokers[0], brokers[1], brokers[2]
+        assert b0.controller.active
+        await b0.admin.create_topic("f", assignments={0: [1, 2, 0], 1: [2, 1, 0]})
+        await b0.admin.create_topic("g", assignments={0: [0, 2]})
+        await settle(store, b0, b1, b2)
+        assert state(store, "f", 0)[0]["isr"] == [1, 2, 0]
+
+        # The controller stops handling events, then broker 2 dies: nobody shrinks the ISRs.
+        await b0.controller.shutdown()
+        await b2.controller.shutdown()
+        b2.session.close()
+        await asyncio.to_thread(store.wait_for_watches)
+        assert state(store, "f", 0)[0]["isr"] == [1, 2, 0]
+        # Broker 0 goes too; broker 1 takes over and finds 0 and 2 in the ISRs.
+        b0.session.close()
+        b0.admin.close()
+        await settle(store, b1)
+        assert b1.controller.active
+        st0, _ = state(store, "f", 0)  # leader 1 alive: ISR shrunk, leader epoch bumped
+        assert (st0["leader"], st0["isr"], st0["leader_epoch"]) == (1, [1], 1)
+        st1, _ = state(store, "f", 1)  # leader 2 dead: offline election
+        assert (st1["leader"], st1["isr"], st1["leader_epoch"]) == (1, [1], 1)
+        st2, _ = state(store, "g", 0)  # no live replica: no leader, the last ISR member stays
+        assert (st2["leader"], st2["isr"]) == (-1, [2])
+        cache = b1.local.cache
+        assert tuple(cache.get_partition("f", 0).isr) == (1,)
+        assert tuple(cache.get_partition("f", 1).isr) == (1,)
+        assert [r.id for r in cache.alive_brokers()] == [1]
+        await b1.stop()
+
+    asyncio.run(scenario())
