@@ -9,6 +9,7 @@ Data replication (follower fetching, ISR changes, acks=all) is covered by its ow
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from cluster import (  # noqa: F401  (fixtures)
@@ -19,6 +20,7 @@ from cluster import (  # noqa: F401  (fixtures)
 )
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.records.record import Record, build_batch
 
 ALL = {1, 2, 3}
 
@@ -109,12 +111,13 @@ def test_controller_killed_another_takes_over(cluster_factory) -> None:
     assert after["controller"] in survivors
     assert c.zk_controller() == after["controller"]
     assert after["brokers"] == sorted(survivors)
-    # Partitions the old controller led got a new leader (offline election: ISR ∩ alive); the
-    # others keep their ISR until their leader shrinks it (replica.lag.time.max.ms), as in Kafka.
+    # The old controller died with no controller to notice: the new one found it in every ISR
+    # and removed it (new leader where it led, a shrunk ISR elsewhere; both bump the epoch).
     for p, (_leader, epoch, _replicas, isr) in after["topics"]["failover"].items():
-        if before["topics"]["failover"][p][0] == old.broker_id:
-            assert epoch > before["topics"]["failover"][p][1]
-            assert old.broker_id not in isr
+        assert epoch > before["topics"]["failover"][p][1]
+        assert old.broker_id not in isr
+        state = json.loads(c.zk.get(f"/brokers/topics/failover/partitions/{p}/state")[0])
+        assert old.broker_id not in state["isr"]
     # The old controller comes back as an ordinary broker and learns the whole picture.
     old.start()
     back = c.wait_until(lambda: c.converged(["failover"]), "metadata with the broker back")
@@ -200,3 +203,59 @@ def test_control_rpc_versions_are_kafka_39s(shared_cluster: Cluster) -> None:
     assert versions[ApiKey.STOP_REPLICA] == (0, 4)
     assert versions[ApiKey.UPDATE_METADATA] == (0, 8)
     assert versions[ApiKey.CONTROLLED_SHUTDOWN] == (0, 3)
+
+
+def _produce_one(broker, topic: str) -> int:
+    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=b"x")])
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    resp = broker.request(ApiKey.PRODUCE, body)
+    return resp["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_leader_isr_shrink_reaches_every_broker(cluster_factory) -> None:
+    """A leader drops a stopped follower from the ISR (its own state-znode write and an
+    /isr_change_notification); the controller tells every broker. The stopped broker keeps
+    its ZooKeeper session meanwhile, so the controller itself never removes it."""
+    c = cluster_factory(
+        3, {"replica.lag.time.max.ms": "1000", "zookeeper.session.timeout.ms": "40000"}
+    )
+    topic = "isr-notify"
+    before = _create_and_converge(c, topic, 1)
+    leader, epoch, _replicas, isr = before["topics"][topic][0]
+    assert isr == (1, 2, 3)
+    controller = c.controller().broker_id
+    follower = next(i for i in sorted(ALL) if i not in (leader, controller))
+    c[follower].kill()
+    # A write the stopped follower never fetches: it stops being caught up.
+    c.wait_until(lambda: _produce_one(c[leader], topic) == ErrorCode.NONE, "an acks=1 write")
+    shrunk = tuple(sorted(ALL - {follower}))
+
+    def everywhere() -> bool:
+        for b in c.running():
+            [t] = b.metadata([topic])["topics"]
+            p = t["partitions"][0]
+            if (p["leader_id"], p["leader_epoch"], tuple(sorted(p["isr_nodes"]))) != (
+                leader,
+                epoch,
+                shrunk,
+            ):
+                return False
+        return True
+
+    c.wait_until(everywhere, "the shrunk ISR in every broker's metadata")
+    c.wait_until(
+        lambda: c.zk.get_children("/isr_change_notification") == [],
+        "the notification deleted by the controller",
+    )
+    assert follower in c.registered()  # the ISR change came from the leader, not a failure
+    state = json.loads(c.zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])
+    assert (state["leader"], state["leader_epoch"], sorted(state["isr"])) == (
+        leader,
+        epoch,
+        list(shrunk),
+    )
