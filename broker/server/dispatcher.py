@@ -124,7 +124,7 @@ class Dispatcher:
             request,
             response,
             busy_ns,
-            time.time() * 1000.0,
+            time.monotonic() * 1000.0,
         )
         if throttle_ms > 0:
             conn.throttle(

@@ -58,4 +58,11 @@ async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             continue
         if not req["validate_only"] and ops:
             await ctx.broker._io(qc.alter_quotas, ctx.broker.zk, entity, dict(ops))
+            security = ctx.broker.security
+            if security is not None:
+                # In force here at once; other brokers follow the change notification.
+                entity_type, name = qc.entity_path(entity)
+                await ctx.broker._io(
+                    security.quotas.cache.reload_entity, ctx.broker.zk, entity_type, name
+                )
     return {"throttle_time_ms": 0, "entries": out}
