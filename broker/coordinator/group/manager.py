@@ -278,7 +278,9 @@ class GroupMetadataManager:
         if hosted is not None:
             log_ = hosted.log
             position = log_.log_start_offset
-            end = hosted.high_watermark
+            # Like Kafka, read to the log end: as the new leader its whole log is authoritative,
+            # while its high watermark may lag until the followers fetch again.
+            end = hosted.log.log_end_offset
             loop = asyncio.get_running_loop()
             while position < end:
                 chunk = log_.read(position, self.config.load_buffer_size, max_offset=end)
