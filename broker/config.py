@@ -629,6 +629,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     _d("ssl.endpoint.identification.algorithm", T.STRING, "https", "Server host name verification; empty disables it.", L, mode=PB),
     _d("ssl.principal.mapping.rules", T.STRING, "DEFAULT", "Rules mapping certificate names to principals.", L),
     _d("password.encoder.secret", T.PASSWORD, None, "Secret used to encrypt dynamically configured passwords in the metadata store.", M),
+    _d("delegation.token.secret.key", T.PASSWORD, None, "Secret that signs delegation tokens; unset disables them.", M),
+    _d("delegation.token.master.key", T.PASSWORD, None, "Older name of delegation.token.secret.key.", L),
+    _d("delegation.token.max.lifetime.ms", T.LONG, 604800000, "Longest a delegation token can be renewed to live.", M, at_least(1)),
+    _d("delegation.token.expiry.time.ms", T.LONG, 86400000, "How long a delegation token lives before it must be renewed.", M, at_least(1)),
+    _d("delegation.token.expiry.check.interval.ms", T.LONG, 3600000, "How often expired delegation tokens are removed.", L, at_least(1)),
     # --- quotas, metrics
     _d("quota.window.num", T.INT, 11, "Samples kept for client quotas.", L, at_least(1)),
     _d("quota.window.size.seconds", T.INT, 1, "Length of one client quota sample.", L, at_least(1)),
