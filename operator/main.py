@@ -41,6 +41,8 @@ def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
         # kopf's own log lines become events only from WARNING up; the handlers post their
         # own events for every action.
         settings.posting.level = logging.WARNING
+        # A timer stopped for a deletion exits within a second (see TopicHandlers.on_timer).
+        settings.background.cancellation_polling = 1
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
 

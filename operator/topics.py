@@ -166,7 +166,21 @@ class TopicHandlers:
         if outcome.retriable:
             raise kopf.TemporaryError(outcome.message, delay=self.cfg.backoff(retry))
 
-    async def on_timer(self, body: Any, patch: Any, **kw: Any) -> None:
+    async def on_timer(self, body: Any, patch: Any, stopped: Any, **kw: Any) -> None:
+        """Resync; abandoned at once when kopf stops the timer (the resource is being deleted
+        or the operator exits), so a slow cluster never delays a deletion."""
+        work = asyncio.ensure_future(self._resync(body, patch, **kw))
+        stop = asyncio.ensure_future(stopped.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+        if work.done() and not work.cancelled():
+            work.result()
+
+    async def _resync(self, body: Any, patch: Any, **kw: Any) -> None:
         meta, status = body["metadata"], body.get("status") or {}
         if meta.get("deletionTimestamp"):
             return
