@@ -34,9 +34,11 @@ run: install
 	  --override listeners=PLAINTEXT://127.0.0.1:9092 \
 	  --override log.dirs=$(DATA)/kafka-logs
 
-test: install system-deps
+# The whole suite, the operator's tests against a real kube-apiserver included (the Kubernetes
+# tools build once from the Go module proxy into ~/.cache/odradek).
+test: install system-deps k8s-tools
 	$(VENV)/bin/ruff check broker operator tests bench scripts
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: install
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
