@@ -44,6 +44,15 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+
+class NotControllerError(Exception):
+    """An admin operation reached a broker that is not (or no longer) the controller."""
+
+
+def raise_not_controller() -> None:
+    raise NotControllerError
+
+
 ChannelFactory = Callable[[zk.BrokerRegistration], BrokerControl]
 _Decision = tuple[int, tuple[int, ...], int]  # leader, ISR, leader recovery state
 
@@ -288,6 +297,8 @@ class Controller:
         self._watch_topics = self._watcher("topic_change")
         self._watch_deletions = self._watcher("topic_deletion")
         self._watch_isr_changes = self._watcher("isr_change")
+        self._watch_reassign = self._watcher("legacy_reassignment")
+        self._rebalance_timer: asyncio.TimerHandle | None = None
         self._watch_topic: dict[str, Callable[[WatchedEvent], None]] = {}
 
     # -- lifecycle
@@ -443,6 +454,9 @@ class Controller:
         if self.active:
             log.info("Broker %d resigns as controller", self.broker_id)
         self.active = False
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         for broker in list(self._channels):
             await self._close_channel(broker)
         self.ctx = _Context()
@@ -539,6 +553,12 @@ class Controller:
         await self._elect_leaders(batch, self._needing_leader())
         batch.send()
         await self._on_topic_deletion()
+        # Reassignments a previous controller started continue (KIP-455), then the legacy znode.
+        for tp in ctx.all_partitions():
+            if ctx.assignments[tp[0]][tp[1]].being_reassigned:
+                await self._maybe_complete_reassignment(tp)
+        await self._on_legacy_reassignment()
+        self._schedule_rebalance()
 
     # -- leadership
 
@@ -733,6 +753,9 @@ class Controller:
                 batch = _Batch(self)
                 batch.add_update_metadata(ctx.live, changed)
                 batch.send()
+            for tp in changed:
+                if ctx.assignments[tp[0]][tp[1]].being_reassigned:
+                    await self._maybe_complete_reassignment(tp)
         finally:
             await self._io(self.zk.delete_isr_change_notifications, names, self.epoch_zk_version)
 
@@ -854,6 +877,313 @@ class Controller:
 
         await self._change_state(batch, tp, decide)
 
+    # -- leader election on request (ElectLeaders) and auto rebalance (reference §2)
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders: PREFERRED (0) or UNCLEAN (1) election; None means every partition."""
+        return await self.call(lambda: self._elect_on_request(election_type, partitions))
+
+    async def _elect_on_request(
+        self, election_type: int, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ErrorCode]:
+        ctx = self.ctx
+        if not self.active:
+            raise_not_controller()
+        wanted = ctx.all_partitions() if partitions is None else partitions
+        results: dict[TopicPartition, ErrorCode] = {}
+        batch = _Batch(self)
+        for tp in wanted:
+            state = ctx.states.get(tp)
+            if state is None or tp[0] in ctx.to_delete:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif election_type == 0:
+                results[tp] = await self._preferred_election(batch, tp)
+            else:
+                results[tp] = await self._unclean_election(batch, tp)
+        batch.send()
+        return results
+
+    async def _preferred_election(self, batch: _Batch, tp: TopicPartition) -> ErrorCode:
+        """Kafka's PreferredReplicaPartitionLeaderElectionStrategy: the first assigned replica,
+        if alive and in the ISR."""
+        ctx = self.ctx
+        replicas = ctx.replicas(tp)
+        state = ctx.states[tp]
+        preferred = replicas[0] if replicas else zk.NO_LEADER
+        if state.leader == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        if (
+            preferred not in ctx.live
+            or preferred not in state.isr
+            or preferred in ctx.shutting_down
+        ):
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+        async def decide(st: zk.PartitionState) -> _Decision | None:
+            if st.leader == preferred or preferred not in st.isr:
+                return None
+            return preferred, st.isr, st.leader_recovery_state
+
+        await self._change_state(batch, tp, decide)
+        won = ctx.states[tp].leader == preferred
+        return ErrorCode.NONE if won else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+    async def _unclean_election(self, batch: _Batch, tp: TopicPartition) -> ErrorCode:
+        """UNCLEAN: only for a partition without a live leader; an ISR member is still
+        preferred, else the first live replica (recovering)."""
+        ctx = self.ctx
+        state = ctx.states[tp]
+        if state.leader in ctx.live:
+            return ErrorCode.ELECTION_NOT_NEEDED
+
+        async def decide(st: zk.PartitionState) -> _Decision | None:
+            live = [r for r in ctx.replicas(tp) if r in ctx.live and r not in ctx.shutting_down]
+            in_isr = [r for r in live if r in st.isr]
+            if in_isr:
+                return in_isr[0], tuple(r for r in st.isr if r in ctx.live), zk.RECOVERED
+            if live:
+                log.warning("Unclean leader election for %s-%d: broker %d", tp[0], tp[1], live[0])
+                return live[0], (live[0],), zk.RECOVERING
+            return None
+
+        await self._change_state(batch, tp, decide)
+        if ctx.states[tp].leader in ctx.live:
+            return ErrorCode.NONE
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+    def _schedule_rebalance(self) -> None:
+        if not self.active or not self.config.get("auto.leader.rebalance.enable"):
+            return
+        assert self._loop is not None
+        delay = float(self.config.get("leader.imbalance.check.interval.seconds"))
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+        self._rebalance_timer = self._loop.call_later(delay, self._enqueue, "auto_rebalance")
+
+    async def _on_auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, when the share of
+        its partitions led by someone else exceeds leader.imbalance.per.broker.percentage, move
+        those (not being reassigned or deleted) back to it."""
+        ctx = self.ctx
+        try:
+            limit = self.config.get("leader.imbalance.per.broker.percentage") / 100.0
+            by_preferred: dict[int, list[TopicPartition]] = {}
+            for tp in ctx.all_partitions():
+                replicas = ctx.replicas(tp)
+                if replicas and tp in ctx.states and tp[0] not in ctx.to_delete:
+                    by_preferred.setdefault(replicas[0], []).append(tp)
+            batch = _Batch(self)
+            for broker, tps in sorted(by_preferred.items()):
+                if broker not in ctx.live or broker in ctx.shutting_down:
+                    continue
+                off = [tp for tp in tps if ctx.states[tp].leader != broker]
+                if not off or len(off) / len(tps) <= limit:
+                    continue
+                log.info("Leader imbalance on broker %d: %d/%d", broker, len(off), len(tps))
+                for tp in off:
+                    if not ctx.assignments[tp[0]][tp[1]].being_reassigned:
+                        await self._preferred_election(batch, tp)
+            batch.send()
+        finally:
+            self._schedule_rebalance()
+
+    # -- partition reassignment (KIP-455; reference §1, §2)
+
+    async def alter_reassignments(
+        self, targets: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: start (or, with None, cancel) moves."""
+        return await self.call(lambda: self._alter_reassignments(targets))
+
+    async def list_reassignments(
+        self, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, zk.ReplicaAssignment]:
+        return await self.call(lambda: self._list_reassignments(partitions))
+
+    async def _list_reassignments(
+        self, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, zk.ReplicaAssignment]:
+        if not self.active:
+            raise_not_controller()
+        ctx = self.ctx
+        wanted = ctx.all_partitions() if partitions is None else partitions
+        out = {}
+        for tp in wanted:
+            a = ctx.assignments.get(tp[0], {}).get(tp[1])
+            if a is not None and a.being_reassigned:
+                out[tp] = a
+        return out
+
+    async def _alter_reassignments(
+        self, targets: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        if not self.active:
+            raise_not_controller()
+        out = {}
+        for tp, target in sorted(targets.items()):
+            out[tp] = await self._start_reassignment(tp, target)
+        return out
+
+    def _validate_target(self, target: tuple[int, ...]) -> str | None:
+        if not target:
+            return "The replica list is empty."
+        if len(set(target)) != len(target):
+            return "The replica list has duplicates."
+        if any(r < 0 for r in target):
+            return "Replica ids must not be negative."
+        unknown = [r for r in target if r not in self.ctx.live]
+        if unknown:
+            return f"Unknown or offline brokers: {unknown}."
+        return None
+
+    async def _start_reassignment(
+        self, tp: TopicPartition, target: tuple[int, ...] | None
+    ) -> tuple[ErrorCode, str | None]:
+        """Phase A of KIP-455: RS = TRS + ORS, with adding = TRS - ORS and removing = ORS - TRS
+        written to the topic znode, and LeaderAndIsr (with a bumped leader epoch) to all of RS.
+        A previous move of the same partition is replaced; its adding replicas that the new
+        target does not keep are stopped and deleted."""
+        ctx = self.ctx
+        current = ctx.assignments.get(tp[0], {}).get(tp[1])
+        if current is None or tp[0] in ctx.to_delete or tp not in ctx.states:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        original = tuple(r for r in current.replicas if r not in current.adding)
+        if target is None:
+            if not current.being_reassigned:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+            target = original
+        else:
+            problem = self._validate_target(target)
+            if problem is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        if not current.being_reassigned and target == current.replicas:
+            return ErrorCode.NONE, None
+        replicas = tuple(dict.fromkeys(target + original))
+        new = zk.ReplicaAssignment(
+            replicas,
+            tuple(r for r in target if r not in original),
+            tuple(r for r in original if r not in target),
+        )
+        dropped = [r for r in current.replicas if r not in replicas]
+        log.info("Reassigning %s-%d: %s -> %s (now %s)", tp[0], tp[1], original, target, new)
+        await self._write_assignment(tp, new)
+        batch = _Batch(self)
+        for r in dropped:
+            batch.add_stop_replica(r, tp, True, ctx.states[tp].leader_epoch)
+        await self._bump_epoch(batch, tp, lambda st: (st.leader, st.isr))
+        batch.send()
+        await self._maybe_complete_reassignment(tp)
+        return ErrorCode.NONE, None
+
+    async def _write_assignment(self, tp: TopicPartition, new: zk.ReplicaAssignment) -> None:
+        ctx = self.ctx
+        parts = dict(ctx.assignments[tp[0]])
+        parts[tp[1]] = new
+        found = await self._io(self.zk.get_topic_assignment, tp[0])
+        version = found[1] if found is not None else -1
+        await self._io(
+            self.zk.set_topic_assignment,
+            tp[0],
+            ctx.topic_ids.get(tp[0]),
+            parts,
+            version,
+            self.epoch_zk_version,
+        )
+        ctx.assignments[tp[0]] = parts
+
+    async def _bump_epoch(
+        self,
+        batch: _Batch,
+        tp: TopicPartition,
+        pick: Callable[[zk.PartitionState], tuple[int, tuple[int, ...]] | None],
+    ) -> None:
+        async def decide(st: zk.PartitionState) -> _Decision | None:
+            chosen = pick(st)
+            if chosen is None:
+                return None
+            return chosen[0], chosen[1], st.leader_recovery_state
+
+        await self._change_state(batch, tp, decide)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        """Phase B, once every target replica is in the ISR: the leader comes from TRS, the
+        ISR shrinks to TRS, ORS - TRS get StopReplica(delete) and the znode holds just TRS."""
+        ctx = self.ctx
+        current = ctx.assignments[tp[0]][tp[1]]
+        state = ctx.states.get(tp)
+        if state is None:
+            return
+        if not current.being_reassigned:
+            await self._finish_legacy_entry(tp)
+            return
+        target = tuple(r for r in current.replicas if r not in current.removing)
+        if not all(r in state.isr for r in target):
+            # New replicas that never got their LeaderAndIsr (e.g. after a failover) get it now.
+            resend = _Batch(self)
+            resend.add_leader_and_isr(current.adding, tp)
+            resend.send()
+            return
+        batch = _Batch(self)
+        ctx.assignments[tp[0]][tp[1]] = zk.ReplicaAssignment(target)
+
+        def pick(st: zk.PartitionState) -> tuple[int, tuple[int, ...]] | None:
+            isr = tuple(r for r in st.isr if r in target)
+            if st.leader in target and st.leader in ctx.live:
+                return st.leader, isr
+            live = [r for r in target if r in isr and r in ctx.live and r not in ctx.shutting_down]
+            return (live[0], isr) if live else None
+
+        if pick(state) is None:
+            ctx.assignments[tp[0]][tp[1]] = current
+            return  # no live target replica can lead yet: wait for the next change
+        await self._bump_epoch(batch, tp, pick)
+        for r in current.removing:
+            batch.add_stop_replica(r, tp, True, ctx.states[tp].leader_epoch)
+        await self._write_assignment(tp, zk.ReplicaAssignment(target))
+        batch.add_update_metadata(ctx.live, [tp])
+        batch.send()
+        log.info("Reassignment of %s-%d completed: %s", tp[0], tp[1], target)
+        await self._finish_legacy_entry(tp)
+
+    async def _on_legacy_reassignment(self) -> None:
+        """/admin/reassign_partitions (the pre-KIP-455 tools): start every listed move; each
+        entry is removed when its move completes, the znode when it is empty."""
+        entries = await self._io(self._read_legacy, self._watch_reassign)
+        for tp, target in sorted(entries.items()):
+            current = self.ctx.assignments.get(tp[0], {}).get(tp[1])
+            if current is not None and current.being_reassigned:
+                pending = tuple(r for r in current.replicas if r not in current.removing)
+                if pending == target:
+                    continue
+            error, problem = await self._start_reassignment(tp, target)
+            if error != ErrorCode.NONE:
+                log.warning(
+                    "Reassignment of %s-%d refused: %s %s", tp[0], tp[1], error.name, problem
+                )
+                await self._finish_legacy_entry(tp)
+
+    def _read_legacy(
+        self, watch: Callable[[WatchedEvent], None] | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        if self.zk.store.exists(zk.REASSIGN_PARTITIONS, watch=watch) is None:
+            return {}
+        found = self.zk.get_data(zk.REASSIGN_PARTITIONS)
+        return zk.decode_reassignment(found[0]) if found is not None else {}
+
+    async def _finish_legacy_entry(self, tp: TopicPartition) -> None:
+        entries = await self._io(self._read_legacy)
+        if tp not in entries:
+            return
+        del entries[tp]
+        if entries:
+            await self._io(
+                self.zk.store.set, zk.REASSIGN_PARTITIONS, zk.encode_reassignment(entries)
+            )
+        else:
+            await self._io(self.zk.delete_recursive, zk.REASSIGN_PARTITIONS, self.epoch_zk_version)
+
     # -- deletion
 
     async def _on_topic_deletion(self) -> None:
@@ -929,4 +1259,4 @@ class Controller:
         log.info("Deletion of topic %s completed", topic)
 
 
-__all__ = ["ChannelFactory", "Controller", "ControllerMovedError"]
+__all__ = ["ChannelFactory", "Controller", "ControllerMovedError", "NotControllerError"]
