@@ -88,6 +88,9 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], FetchPartition] = {}
         self._conn: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        # Checked by the loop: Python 3.11's asyncio.wait_for (used by every request) drops a
+        # cancellation that arrives together with the response, so cancel() alone may not stop it.
+        self._stopping = False
         self._wake = asyncio.Event()
 
     # --- membership -------------------------------------------------------------------------
@@ -98,6 +101,7 @@ class ReplicaFetcher:
         )
         self._wake.set()
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"replica-fetcher-{self.source_id}"
             )
@@ -116,6 +120,7 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
+            self._stopping = True
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
@@ -132,7 +137,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = self.settings.fetch_backoff_ms / 1000
-        while True:
+        while not self._stopping:
             try:
                 if self._conn is None or not self._conn.connected:
                     await self._close()
