@@ -5,12 +5,15 @@ bumped in the same transaction) is active. As in Kafka, all work happens on one 
 metadata-store watches (which fire on the store's thread) only enqueue events, and one asyncio
 task handles them in order. Every controller write is fenced by the /controller_epoch version.
 
-Handled here: election and failover, broker arrival/departure (/brokers/ids), topic creation
-and partition addition (/brokers/topics and each topic's node), topic deletion
-(/admin/delete_topics), and ISR changes that partition leaders wrote to the state znodes
-themselves and announced under /isr_change_notification. Brokers are told about the results through `BrokerControl`
-(LeaderAndIsr, UpdateMetadata, StopReplica), batched per event and sent in order per broker by
-one sender task each.
+Handled here: election and failover, broker arrival/departure (/brokers/ids), topic creation and
+partition addition (/brokers/topics and each topic's node), topic deletion (/admin/delete_topics),
+and ISR changes that partition leaders wrote to the state znodes themselves and announced under
+/isr_change_notification, preferred-leader election (ElectLeaders and the
+auto.leader.rebalance.enable timer) and partition reassignment as in KIP-455
+(AlterPartitionReassignments and the legacy /admin/reassign_partitions znode: RS = TRS + ORS with
+adding/removing in the topic znode until every target replica is in the ISR). Brokers are told
+about the results through `BrokerControl` (LeaderAndIsr, UpdateMetadata, StopReplica), batched per
+event and sent in order per broker by one sender task each.
 """
 
 from __future__ import annotations
@@ -1158,7 +1161,10 @@ class Controller:
                 if pending == target:
                     continue
             error, problem = await self._start_reassignment(tp, target)
-            if error != ErrorCode.NONE:
+            current = self.ctx.assignments.get(tp[0], {}).get(tp[1])
+            if error == ErrorCode.NONE and current is not None and not current.being_reassigned:
+                await self._finish_legacy_entry(tp)  # nothing to move (or already done)
+            elif error != ErrorCode.NONE:
                 log.warning(
                     "Reassignment of %s-%d refused: %s %s", tp[0], tp[1], error.name, problem
                 )
