@@ -94,6 +94,9 @@ class Partition:
         # The ISR proposed to the metadata store and not yet confirmed (one at a time).
         self.pending_isr: list[int] | None = None
         self.leader_epoch_start_offset = 0
+        # Bumped each time this broker stops leading: acks=all waiters fail only then, not on
+        # the epoch bumps the controller makes while this broker stays leader (ISR changes).
+        self.leadership_losses = 0
 
     @property
     def is_leader(self) -> bool:
@@ -146,6 +149,7 @@ class Partition:
         self.wake_hw_waiters()
 
     def make_follower(self, state: PartitionState, checkpointed_hw: int | None) -> None:
+        self.leadership_losses += 1
         self.state = state
         self.pending_isr = None
         self.followers = {}

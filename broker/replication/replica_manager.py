@@ -458,12 +458,14 @@ class ReplicaManager:
         """acks=all: wait until the HW passes `required_offset` (the purgatory, §3.6)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        epoch = partition.state.leader_epoch
+        losses = partition.leadership_losses
         while True:
+            # Like Kafka's DelayedProduce: fail only once this broker no longer leads (a later
+            # epoch with the same leader, e.g. after an ISR change, keeps the appended records).
             if (
                 self.partitions.get((partition.topic, partition.index)) is not partition
                 or not partition.is_leader
-                or partition.state.leader_epoch != epoch
+                or partition.leadership_losses != losses
             ):
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             if partition.high_watermark >= required_offset:
