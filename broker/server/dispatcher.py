@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import codec
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
-from ..quotas.manager import QuotaKind
 from .handlers import HANDLERS, RequestContext
 from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
-from .throttling import apply_quotas, client_throttles, limit_fetch, run_timed
+from .throttling import apply_quotas, client_throttles, limit_fetch
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -97,17 +96,9 @@ class Dispatcher:
                 version,
                 request,
             )
-        security = self.broker.security
-        if security is not None and (
-            security.quotas.quota(conn.principal, header.client_id or "", QuotaKind.REQUEST)
-            is not None
-        ):
-            # Only a request-percentage quota needs handling time without the waits.
-            response, busy_ns = await run_timed(spec.fn(ctx, request))
-        else:
-            started = time.perf_counter_ns()
-            response = await spec.fn(ctx, request)
-            busy_ns = time.perf_counter_ns() - started
+        started = time.perf_counter_ns()
+        response = await spec.fn(ctx, request)
+        busy_ns = time.perf_counter_ns() - started - ctx.waited_ns
         self._throttle(conn, header, request, response, decode_ns + busy_ns)
         if response is None:
             return None

@@ -6,15 +6,12 @@ response versions in `_CLIENT_THROTTLES_FROM`) get the response at once; older o
 when the throttle is over, so the delay itself slows them down.
 
 Request quotas count the time the broker spends working on a request, not the time it waits
-(fetch long polls, acks=all): `run_timed` drives the handler one step at a time and adds up the
-steps, as Kafka counts only request-handler and network thread time.
+(fetch long polls, acks=all, rebalances): handlers mark those awaits with `RequestContext.waiting`,
+as Kafka counts only request-handler and network thread time.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Coroutine
 from typing import Any
 
 from ..protocol.api_keys import ApiKey
@@ -92,34 +89,6 @@ def client_throttles(api_key: int, version: int) -> bool:
     if not has_throttle_field(api_key, version):
         return False
     return version >= _CLIENT_THROTTLES_FROM.get(api_key, 0)
-
-
-async def run_timed(coro: Coroutine[Any, Any, Any]) -> tuple[Any, int]:
-    """Run `coro` in the current task and return (its result, nanoseconds it ran).
-
-    Each step up to the next suspension is timed; what it waits for is awaited here, so waits
-    do not count. This is what asyncio's Task does, with a clock around each step."""
-    busy = 0
-    error: BaseException | None = None
-    while True:
-        start = time.perf_counter_ns()
-        try:
-            yielded = coro.send(None) if error is None else coro.throw(error)
-        except StopIteration as stop:
-            return stop.value, busy + time.perf_counter_ns() - start
-        busy += time.perf_counter_ns() - start
-        error = None
-        try:
-            if yielded is None:
-                await asyncio.sleep(0)  # a bare yield: let other tasks run
-            else:
-                yielded._asyncio_future_blocking = False
-                # The coroutine reads the outcome from the future itself when resumed.
-                await asyncio.wait([yielded])
-        except BaseException as e:  # noqa: BLE001 - cancellation goes into the handler
-            if yielded is not None:
-                yielded.cancel()
-            error = e
 
 
 def _records_size(records: Any) -> int:

@@ -60,8 +60,9 @@ async def _ensure_offsets_topic(ctx: RequestContext) -> None:
         task.add_done_callback(
             lambda t: _creating.pop(key, None) if _creating.get(key) is t else None
         )
-    await asyncio.shield(task)
-    await cache.wait_for(lambda: cache.has_leaders(OFFSETS_TOPIC), CREATE_WAIT_S)
+    with ctx.waiting():
+        await asyncio.shield(task)
+        await cache.wait_for(lambda: cache.has_leaders(OFFSETS_TOPIC), CREATE_WAIT_S)
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:

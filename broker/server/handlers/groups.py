@@ -43,20 +43,21 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
             "members": [],
         }
     session_timeout = req["session_timeout_ms"]
-    result = await ctx.broker.group_coordinator.join_group(
-        req["group_id"],
-        req["member_id"],
-        req.get("group_instance_id") if v >= 5 else None,
-        ctx.header.client_id or "",
-        "/" + ctx.conn.peer_host,
-        req["rebalance_timeout_ms"] if v >= 1 else session_timeout,
-        session_timeout,
-        req["protocol_type"],
-        [(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
-        require_known_member_id=v >= 4,
-        supports_skip_assignment=v >= 9,
-        reason=req.get("reason") if v >= 8 else None,
-    )
+    with ctx.waiting():  # parked until the rebalance completes
+        result = await ctx.broker.group_coordinator.join_group(
+            req["group_id"],
+            req["member_id"],
+            req.get("group_instance_id") if v >= 5 else None,
+            ctx.header.client_id or "",
+            "/" + ctx.conn.peer_host,
+            req["rebalance_timeout_ms"] if v >= 1 else session_timeout,
+            session_timeout,
+            req["protocol_type"],
+            [(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
+            require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
+            reason=req.get("reason") if v >= 8 else None,
+        )
     protocol_name = result.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
@@ -85,15 +86,16 @@ async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
     protocol_name = req.get("protocol_name") if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL}
-    result = await ctx.broker.group_coordinator.sync_group(
-        req["group_id"],
-        req["generation_id"],
-        req["member_id"],
-        req.get("group_instance_id") if v >= 3 else None,
-        protocol_type,
-        protocol_name,
-        {a["member_id"]: _bytes(a["assignment"]) for a in req["assignments"]},
-    )
+    with ctx.waiting():  # followers wait for the leader's assignment
+        result = await ctx.broker.group_coordinator.sync_group(
+            req["group_id"],
+            req["generation_id"],
+            req["member_id"],
+            req.get("group_instance_id") if v >= 3 else None,
+            protocol_type,
+            protocol_name,
+            {a["member_id"]: _bytes(a["assignment"]) for a in req["assignments"]},
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": result.error,
