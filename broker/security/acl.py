@@ -15,55 +15,13 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
 
+from ..protocol.acl_types import AclOperation, AclPatternType, AclPermissionType, AclResourceType
+
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
 
 _E = TypeVar("_E", bound=IntEnum)
-
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 def camel_name(member: IntEnum) -> str:
@@ -78,8 +36,8 @@ def _from_camel(cls: type[_E], name: str) -> _E:
     raise ValueError(f"Unknown {cls.__name__} {name!r}")
 
 
-def resource_type_from_name(name: str) -> ResourceType:
-    return _from_camel(ResourceType, name)
+def resource_type_from_name(name: str) -> AclResourceType:
+    return _from_camel(AclResourceType, name)
 
 
 def operation_from_name(name: str) -> AclOperation:
@@ -91,16 +49,16 @@ def permission_from_name(name: str) -> AclPermissionType:
 
 
 _O = AclOperation
-SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
-    ResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE,
+SUPPORTED_OPERATIONS: dict[AclResourceType, frozenset[AclOperation]] = {
+    AclResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE,
                                    _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.ALL}),
-    ResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL}),
-    ResourceType.CLUSTER: frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
+    AclResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL}),
+    AclResourceType.CLUSTER: frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
                                      _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE, _O.ALTER,
                                      _O.DESCRIBE, _O.ALL}),
-    ResourceType.TRANSACTIONAL_ID: frozenset({_O.DESCRIBE, _O.WRITE, _O.ALL}),
-    ResourceType.DELEGATION_TOKEN: frozenset({_O.DESCRIBE, _O.ALL}),
-    ResourceType.USER: frozenset({_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS, _O.ALL}),
+    AclResourceType.TRANSACTIONAL_ID: frozenset({_O.DESCRIBE, _O.WRITE, _O.ALL}),
+    AclResourceType.DELEGATION_TOKEN: frozenset({_O.DESCRIBE, _O.ALL}),
+    AclResourceType.USER: frozenset({_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS, _O.ALL}),
 }  # fmt: skip
 
 # An ALLOW for any of these operations also allows the key operation.
@@ -116,9 +74,9 @@ class InvalidAclError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class ResourcePattern:
-    resource_type: ResourceType
+    resource_type: AclResourceType
     name: str
-    pattern_type: PatternType = PatternType.LITERAL
+    pattern_type: AclPatternType = AclPatternType.LITERAL
 
 
 @dataclass(frozen=True, order=True)
@@ -146,15 +104,15 @@ def parse_principal(principal: str) -> tuple[str, str]:
 def validate_binding(b: AclBinding) -> None:
     """Kafka's checks before an ACL is stored (CreateAcls answers INVALID_REQUEST)."""
     p, e = b.pattern, b.entry
-    if p.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
+    if p.resource_type in (AclResourceType.ANY, AclResourceType.UNKNOWN):
         raise InvalidAclError("Invalid resource type")
-    if p.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+    if p.pattern_type not in (AclPatternType.LITERAL, AclPatternType.PREFIXED):
         raise InvalidAclError(f"Invalid resource pattern type {p.pattern_type.name}")
     if not p.name:
         raise InvalidAclError("Invalid empty resource name")
-    if p.resource_type == ResourceType.CLUSTER and p.name != CLUSTER_NAME:
+    if p.resource_type == AclResourceType.CLUSTER and p.name != CLUSTER_NAME:
         raise InvalidAclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    if p.pattern_type == PatternType.PREFIXED and p.name == WILDCARD:
+    if p.pattern_type == AclPatternType.PREFIXED and p.name == WILDCARD:
         raise InvalidAclError("A PREFIXED pattern cannot be the wildcard '*'")
     if e.operation in (AclOperation.ANY, AclOperation.UNKNOWN):
         raise InvalidAclError("Invalid operation")
@@ -162,7 +120,7 @@ def validate_binding(b: AclBinding) -> None:
         raise InvalidAclError("Invalid permission type")
     if e.operation not in SUPPORTED_OPERATIONS[p.resource_type]:
         raise InvalidAclError(
-            f"ResourceType {camel_name(p.resource_type)} does not support operation "
+            f"AclResourceType {camel_name(p.resource_type)} does not support operation "
             f"{camel_name(e.operation)}"
         )
     parse_principal(e.principal)
@@ -175,18 +133,18 @@ class AclBindingFilter:
     """None and ANY match everything; MATCH (with a name) matches every pattern that would
     apply to a resource of that name: the literal name, the literal wildcard, covering prefixes."""
 
-    resource_type: ResourceType = ResourceType.ANY
+    resource_type: AclResourceType = AclResourceType.ANY
     name: str | None = None
-    pattern_type: PatternType = PatternType.ANY
+    pattern_type: AclPatternType = AclPatternType.ANY
     principal: str | None = None
     host: str | None = None
     operation: AclOperation = AclOperation.ANY
     permission: AclPermissionType = AclPermissionType.ANY
 
     def validate(self) -> None:
-        if ResourceType.UNKNOWN == self.resource_type:
+        if AclResourceType.UNKNOWN == self.resource_type:
             raise InvalidAclError("Filter with unknown resource type")
-        if PatternType.UNKNOWN == self.pattern_type:
+        if AclPatternType.UNKNOWN == self.pattern_type:
             raise InvalidAclError("Filter with unknown pattern type")
         if AclOperation.UNKNOWN == self.operation:
             raise InvalidAclError("Filter with unknown operation")
@@ -194,15 +152,15 @@ class AclBindingFilter:
             raise InvalidAclError("Filter with unknown permission type")
 
     def matches_pattern(self, p: ResourcePattern) -> bool:
-        if self.resource_type != ResourceType.ANY and self.resource_type != p.resource_type:
+        if self.resource_type != AclResourceType.ANY and self.resource_type != p.resource_type:
             return False
-        if self.pattern_type not in (PatternType.ANY, PatternType.MATCH, p.pattern_type):
+        if self.pattern_type not in (AclPatternType.ANY, AclPatternType.MATCH, p.pattern_type):
             return False
         if self.name is None:
             return True
-        if self.pattern_type in (PatternType.ANY, p.pattern_type):
+        if self.pattern_type in (AclPatternType.ANY, p.pattern_type):
             return self.name == p.name
-        if p.pattern_type == PatternType.LITERAL:
+        if p.pattern_type == AclPatternType.LITERAL:
             return self.name == p.name or p.name == WILDCARD
         return self.name.startswith(p.name)
 
@@ -231,11 +189,11 @@ class AclCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._literal: dict[tuple[ResourceType, str], frozenset[AccessControlEntry]] = {}
-        self._prefixed: dict[tuple[ResourceType, str], frozenset[AccessControlEntry]] = {}
+        self._literal: dict[tuple[AclResourceType, str], frozenset[AccessControlEntry]] = {}
+        self._prefixed: dict[tuple[AclResourceType, str], frozenset[AccessControlEntry]] = {}
 
-    def _table(self, pattern_type: PatternType) -> dict:
-        return self._prefixed if pattern_type == PatternType.PREFIXED else self._literal
+    def _table(self, pattern_type: AclPatternType) -> dict:
+        return self._prefixed if pattern_type == AclPatternType.PREFIXED else self._literal
 
     def set(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
         frozen = frozenset(entries)
@@ -252,7 +210,7 @@ class AclCache:
         for pattern, entries in acls.items():
             frozen = frozenset(entries)
             if frozen:
-                table = prefixed if pattern.pattern_type == PatternType.PREFIXED else literal
+                table = prefixed if pattern.pattern_type == AclPatternType.PREFIXED else literal
                 table[(pattern.resource_type, pattern.name)] = frozen
         with self._lock:
             self._literal, self._prefixed = literal, prefixed
@@ -263,7 +221,10 @@ class AclCache:
 
     def bindings(self) -> list[AclBinding]:
         with self._lock:
-            items = [(PatternType.LITERAL, self._literal), (PatternType.PREFIXED, self._prefixed)]
+            items = [
+                (AclPatternType.LITERAL, self._literal),
+                (AclPatternType.PREFIXED, self._prefixed),
+            ]
             out = [
                 AclBinding(ResourcePattern(rt, name, pt), e)
                 for pt, table in items
@@ -272,7 +233,7 @@ class AclCache:
             ]
         return sorted(out)
 
-    def matching(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
+    def matching(self, resource_type: AclResourceType, name: str) -> list[AccessControlEntry]:
         """Entries of every pattern that applies to this resource."""
         literal, prefixed = self._literal, self._prefixed
         out: list[AccessControlEntry] = []
@@ -302,12 +263,12 @@ class AclAuthorizer:
         principal: str,
         host: str,
         operation: AclOperation,
-        resource_type: ResourceType,
+        resource_type: AclResourceType,
         name: str,
     ) -> bool:
         if principal in self.super_users:
             return True
-        if resource_type == ResourceType.CLUSTER:
+        if resource_type == AclResourceType.CLUSTER:
             name = CLUSTER_NAME
         acls = self.cache.matching(resource_type, name)
         if not acls:
@@ -326,7 +287,7 @@ class AclAuthorizer:
         )
 
     def authorize_any(
-        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+        self, principal: str, host: str, operation: AclOperation, resource_type: AclResourceType
     ) -> bool:
         """Kafka's authorizeByResourceType: is `operation` allowed on at least one resource of
         this type (used for e.g. idempotent writes and transactional ids)? Denies on the
@@ -342,7 +303,7 @@ class AclAuthorizer:
             if e.principal not in principals or e.host not in hosts:
                 continue
             if e.permission == AclPermissionType.DENY and e.operation in (operation, _O.ALL):
-                if b.pattern.pattern_type == PatternType.LITERAL:
+                if b.pattern.pattern_type == AclPatternType.LITERAL:
                     if b.pattern.name == WILDCARD:
                         return False
                     denied_literal.add(b.pattern.name)
@@ -358,7 +319,7 @@ class AclAuthorizer:
             ):
                 allowed.append(b.pattern)
         for p in allowed:
-            if p.pattern_type == PatternType.LITERAL:
+            if p.pattern_type == AclPatternType.LITERAL:
                 if (
                     p.name == WILDCARD
                     or p.name not in denied_literal

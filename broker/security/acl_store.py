@@ -32,9 +32,9 @@ from .acl import (
     AclBinding,
     AclBindingFilter,
     AclCache,
-    PatternType,
+    AclPatternType,
+    AclResourceType,
     ResourcePattern,
-    ResourceType,
     camel_name,
     operation_from_name,
     permission_from_name,
@@ -50,17 +50,17 @@ EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 STORED_RESOURCE_TYPES = (
-    ResourceType.TOPIC,
-    ResourceType.GROUP,
-    ResourceType.CLUSTER,
-    ResourceType.TRANSACTIONAL_ID,
-    ResourceType.DELEGATION_TOKEN,
-    ResourceType.USER,
+    AclResourceType.TOPIC,
+    AclResourceType.GROUP,
+    AclResourceType.CLUSTER,
+    AclResourceType.TRANSACTIONAL_ID,
+    AclResourceType.DELEGATION_TOKEN,
+    AclResourceType.USER,
 )
 
 
-def _root(pattern_type: PatternType) -> str:
-    return PREFIXED_ROOT if pattern_type == PatternType.PREFIXED else LITERAL_ROOT
+def _root(pattern_type: AclPatternType) -> str:
+    return PREFIXED_ROOT if pattern_type == AclPatternType.PREFIXED else LITERAL_ROOT
 
 
 def resource_path(pattern: ResourcePattern) -> str:
@@ -113,10 +113,10 @@ def decode_change(root: str, data: bytes) -> ResourcePattern:
     text = bytes(data).decode("utf-8")
     if root == LITERAL_CHANGES:
         kind, _, name = text.partition(":")
-        return ResourcePattern(resource_type_from_name(kind), name, PatternType.LITERAL)
+        return ResourcePattern(resource_type_from_name(kind), name, AclPatternType.LITERAL)
     doc = json.loads(text)
     return ResourcePattern(
-        ResourceType[doc["resourceType"]], doc["name"], PatternType[doc["patternType"]]
+        AclResourceType[doc["resourceType"]], doc["name"], AclPatternType[doc["patternType"]]
     )
 
 
@@ -133,7 +133,7 @@ def get_acls(zkc: KafkaZk, pattern: ResourcePattern) -> tuple[set[AccessControlE
 
 def load_all(zkc: KafkaZk) -> dict[ResourcePattern, set[AccessControlEntry]]:
     out: dict[ResourcePattern, set[AccessControlEntry]] = {}
-    for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+    for pattern_type in (AclPatternType.LITERAL, AclPatternType.PREFIXED):
         root = _root(pattern_type)
         for type_name in zkc.children(root):
             try:
@@ -154,7 +154,7 @@ def all_bindings(zkc: KafkaZk) -> list[AclBinding]:
 
 
 def _notify(zkc: KafkaZk, pattern: ResourcePattern) -> None:
-    if pattern.pattern_type == PatternType.LITERAL:
+    if pattern.pattern_type == AclPatternType.LITERAL:
         root, data = LITERAL_CHANGES, encode_literal_change(pattern)
     else:
         root, data = EXTENDED_CHANGES, encode_extended_change(pattern)

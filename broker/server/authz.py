@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acl import CLUSTER_NAME, AclOperation, AclResourceType
 
 if TYPE_CHECKING:
     from .handlers.registry import RequestContext
@@ -30,11 +30,11 @@ KNOWN_AUTHORIZERS = frozenset(
 )
 
 Op = AclOperation
-RT = ResourceType
+RT = AclResourceType
 
 # The operations each resource type can be asked about (Kafka's supported operations, ALL
 # excluded): the bits of an `authorized_operations` field.
-_SUPPORTED: dict[ResourceType, tuple[AclOperation, ...]] = {
+_SUPPORTED: dict[AclResourceType, tuple[AclOperation, ...]] = {
     RT.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
                Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
     RT.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
@@ -56,7 +56,7 @@ def enabled(ctx: RequestContext) -> bool:
     return bool(name)
 
 
-def authorized(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:
+def authorized(ctx: RequestContext, op: AclOperation, rtype: AclResourceType, name: str) -> bool:
     """May this connection's principal perform `op` on the resource?"""
     if not enabled(ctx):
         return True
@@ -73,7 +73,7 @@ def cluster(ctx: RequestContext, op: AclOperation) -> bool:
 
 
 def authorized_names(
-    ctx: RequestContext, op: AclOperation, rtype: ResourceType, names: Iterable[str | None]
+    ctx: RequestContext, op: AclOperation, rtype: AclResourceType, names: Iterable[str | None]
 ) -> set[str]:
     """The names among `names` the principal may perform `op` on (each asked once)."""
     distinct = {n for n in names if n is not None}
@@ -82,7 +82,7 @@ def authorized_names(
     return {n for n in distinct if authorized(ctx, op, rtype, n)}
 
 
-def authorized_any(ctx: RequestContext, op: AclOperation, rtype: ResourceType) -> bool:
+def authorized_any(ctx: RequestContext, op: AclOperation, rtype: AclResourceType) -> bool:
     """Kafka's authorizeByResourceType: allowed on at least one resource of the type."""
     if not enabled(ctx):
         return True
@@ -92,7 +92,7 @@ def authorized_any(ctx: RequestContext, op: AclOperation, rtype: ResourceType) -
     return security.authorizer.authorize_any(ctx.conn.principal, ctx.conn.peer_host, op, rtype)
 
 
-def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -> int:
+def authorized_operations(ctx: RequestContext, rtype: AclResourceType, name: str) -> int:
     """The bit field (1 << operation code) of what the principal may do with the resource."""
     bits = 0
     for op in _SUPPORTED[rtype]:

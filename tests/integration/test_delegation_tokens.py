@@ -29,7 +29,12 @@ from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
-from odradek.broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.broker.security.acl import (
+    AclOperation,
+    AclPatternType,
+    AclPermissionType,
+    AclResourceType,
+)
 from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
@@ -143,12 +148,12 @@ def sasl_connect(
     return sock
 
 
-def allow(tb: TokenBroker, rtype: ResourceType, name: str, user: str, op: AclOperation) -> None:
+def allow(tb: TokenBroker, rtype: AclResourceType, name: str, user: str, op: AclOperation) -> None:
     """CreateAcls as a raw request (confluent-kafka has no USER resource type)."""
     creation = {
         "resource_type": rtype,
         "resource_name": name,
-        "resource_pattern_type": PatternType.LITERAL,
+        "resource_pattern_type": AclPatternType.LITERAL,
         "principal": f"User:{user}",
         "host": "*",
         "operation": op,
@@ -243,7 +248,7 @@ def test_create_describe_renew_expire(tb: TokenBroker) -> None:
                     {"hmac": hmac, "expiry_time_period_ms": -1})  # fmt: skip
         assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
         # DESCRIBE_TOKENS on the owner shows a user the owner's tokens.
-        allow(tb, ResourceType.USER, "User:alice", "carol", AclOperation.DESCRIBE_TOKENS)
+        allow(tb, AclResourceType.USER, "User:alice", "carol", AclOperation.DESCRIBE_TOKENS)
         _eventually(lambda: token_id in token_ids(describe(carol)), "carol seeing the token")
     with sasl_connect(tb, "bob", USERS["bob"]) as bob:
         assert token_id in token_ids(describe(bob))
@@ -295,7 +300,7 @@ def test_client_with_token_produces_consumes_until_expired(
     topic = f"token-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": tb.broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(60)
-    allow(tb, ResourceType.TOPIC, topic, "alice", AclOperation.ALL)
+    allow(tb, AclResourceType.TOPIC, topic, "alice", AclOperation.ALL)
     with sasl_connect(tb, "alice", USERS["alice"]) as alice:
         created = create_token(alice, [])
     assert created["error_code"] == 0

@@ -17,19 +17,19 @@ from odradek.broker.security.acl import (
     AclBindingFilter,
     AclCache,
     AclOperation,
+    AclPatternType,
     AclPermissionType,
+    AclResourceType,
     InvalidAclError,
-    PatternType,
     ResourcePattern,
-    ResourceType,
     parse_super_users,
     validate_binding,
 )
 
-T = ResourceType.TOPIC
+T = AclResourceType.TOPIC
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
-LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
+LIT, PRE = AclPatternType.LITERAL, AclPatternType.PREFIXED
 
 
 def entry(op: AclOperation, perm=ALLOW, principal="User:alice", host="*") -> AccessControlEntry:
@@ -86,24 +86,24 @@ def test_filters() -> None:
     lit = AclBinding(ResourcePattern(T, "foo"), entry(Op.READ))
     star = AclBinding(ResourcePattern(T, "*"), entry(Op.READ))
     pre = AclBinding(ResourcePattern(T, "fo", PRE), entry(Op.READ))
-    match = AclBindingFilter(T, "foo", PatternType.MATCH)
+    match = AclBindingFilter(T, "foo", AclPatternType.MATCH)
     assert all(match.matches(b) for b in (lit, star, pre))
-    assert AclBindingFilter(T, "foo", PatternType.ANY).matches(lit)
-    assert not AclBindingFilter(T, "foo", PatternType.ANY).matches(pre)
+    assert AclBindingFilter(T, "foo", AclPatternType.ANY).matches(lit)
+    assert not AclBindingFilter(T, "foo", AclPatternType.ANY).matches(pre)
     assert not AclBindingFilter(T, "foo", LIT).matches(star)
     assert AclBindingFilter().matches(pre)
     assert not AclBindingFilter(operation=Op.WRITE).matches(lit)
     with pytest.raises(InvalidAclError):
-        AclBindingFilter(resource_type=ResourceType.UNKNOWN).validate()
+        AclBindingFilter(resource_type=AclResourceType.UNKNOWN).validate()
 
 
 def test_binding_validation() -> None:
     ok = AclBinding(ResourcePattern(T, "t"), entry(Op.READ))
     validate_binding(ok)
     bad = [
-        AclBinding(ResourcePattern(T, "t", PatternType.MATCH), entry(Op.READ)),
-        AclBinding(ResourcePattern(ResourceType.GROUP, "g"), entry(Op.WRITE)),
-        AclBinding(ResourcePattern(ResourceType.CLUSTER, "c"), entry(Op.ALTER)),
+        AclBinding(ResourcePattern(T, "t", AclPatternType.MATCH), entry(Op.READ)),
+        AclBinding(ResourcePattern(AclResourceType.GROUP, "g"), entry(Op.WRITE)),
+        AclBinding(ResourcePattern(AclResourceType.CLUSTER, "c"), entry(Op.ALTER)),
         AclBinding(ResourcePattern(T, "t"), entry(Op.READ, principal="alice")),
         AclBinding(ResourcePattern(T, ""), entry(Op.READ)),
         AclBinding(ResourcePattern(T, "t"), entry(Op.ANY)),

@@ -18,8 +18,8 @@ from odradek.broker.security.acl import (
     AclBinding,
     AclOperation,
     AclPermissionType,
+    AclResourceType,
     ResourcePattern,
-    ResourceType,
 )
 from odradek.broker.security.entity_config import update_entity_config
 from odradek.broker.security.scram import ScramMechanism, generate_credential
@@ -52,16 +52,18 @@ def test_service_follows_store_changes(tmp_path: Path) -> None:
         await changes.start()
         try:
             auth = service.authorizer
-            assert not auth.authorize("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
-            assert auth.authorize("User:admin", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+            assert not auth.authorize(
+                "User:alice", "h", AclOperation.READ, AclResourceType.TOPIC, "t"
+            )
+            assert auth.authorize("User:admin", "h", AclOperation.READ, AclResourceType.TOPIC, "t")
             binding = AclBinding(
-                ResourcePattern(ResourceType.TOPIC, "t"),
+                ResourcePattern(AclResourceType.TOPIC, "t"),
                 AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
             )
             await asyncio.to_thread(acl_store.create_acls, zkc, [binding])
             await eventually(
                 lambda: auth.authorize(
-                    "User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t"
+                    "User:alice", "h", AclOperation.READ, AclResourceType.TOPIC, "t"
                 )
             )
 

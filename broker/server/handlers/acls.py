@@ -16,11 +16,11 @@ from ...security.acl import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
+    AclPatternType,
     AclPermissionType,
+    AclResourceType,
     InvalidAclError,
-    PatternType,
     ResourcePattern,
-    ResourceType,
     validate_binding,
 )
 from .. import authz
@@ -30,9 +30,9 @@ from .registry import RequestContext, handles
 def _filter(d: dict[str, Any]) -> AclBindingFilter:
     try:
         f = AclBindingFilter(
-            ResourceType(d["resource_type_filter"]),
+            AclResourceType(d["resource_type_filter"]),
             d["resource_name_filter"],
-            PatternType(d.get("pattern_type_filter", PatternType.LITERAL)),
+            AclPatternType(d.get("pattern_type_filter", AclPatternType.LITERAL)),
             d["principal_filter"],
             d["host_filter"],
             AclOperation(d["operation"]),
@@ -48,9 +48,9 @@ def _binding(d: dict[str, Any]) -> AclBinding:
     try:
         b = AclBinding(
             ResourcePattern(
-                ResourceType(d["resource_type"]),
+                AclResourceType(d["resource_type"]),
                 d["resource_name"],
-                PatternType(d.get("resource_pattern_type", PatternType.LITERAL)),
+                AclPatternType(d.get("resource_pattern_type", AclPatternType.LITERAL)),
             ),
             AccessControlEntry(
                 d["principal"],
@@ -82,7 +82,7 @@ async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict
     bindings = await ctx.broker._io(acl_store.describe_acls, ctx.broker.zk, f)
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in bindings:
-        if ctx.version == 0 and b.pattern.pattern_type != PatternType.LITERAL:
+        if ctx.version == 0 and b.pattern.pattern_type != AclPatternType.LITERAL:
             continue  # v0 cannot express prefixed patterns
         grouped.setdefault(b.pattern, []).append(b.entry)
     resources = [

@@ -6,10 +6,10 @@ from typing import Any
 
 from ...cluster.topic_admin import AlterConfigOp, AlterOp, ResourceType
 from ...config import ConfigSource
+from ...protocol.acl_types import AclResourceType
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
-from ...security.acl import ResourceType as AclResource
 from .. import authz
 from .registry import RequestContext, handles
 
@@ -17,7 +17,7 @@ from .registry import RequestContext, handles
 def _check(ctx: RequestContext, op: Op, rtype: int, name: str) -> None:
     """Topics need `op` on the topic, broker configs and loggers `op` on the cluster."""
     if rtype == ResourceType.TOPIC:
-        if not authz.authorized(ctx, op, AclResource.TOPIC, name):
+        if not authz.authorized(ctx, op, AclResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     elif rtype in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         if not authz.cluster(ctx, op):

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...security.acl import AclOperation, ResourceType
+from ...security.acl import AclOperation, AclResourceType
 from ...security.tokens import TokenInfo
 from ..authz import authorized
 from .registry import RequestContext, handles
@@ -71,7 +71,7 @@ async def handle_create(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
     if any(_split(p)[0] != USER_TYPE for p in [owner, *renewers]):
         return _create_response(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
     if owner != requester and not authorized(
-        ctx, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
+        ctx, AclOperation.CREATE_TOKENS, AclResourceType.USER, owner
     ):
         return _create_response(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
     security = ctx.broker.security
@@ -151,8 +151,10 @@ async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
             continue
         visible = (
             info.owner_or_renewer(principal)
-            or authorized(ctx, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, info.token_id)
-            or authorized(ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, info.owner)
+            or authorized(
+                ctx, AclOperation.DESCRIBE, AclResourceType.DELEGATION_TOKEN, info.token_id
+            )
+            or authorized(ctx, AclOperation.DESCRIBE_TOKENS, AclResourceType.USER, info.owner)
         )
         if visible:
             out.append(_describe_entry(info, manager.hmac_of(info)))

@@ -15,7 +15,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...records.batch import RecordsError
 from ...records.legacy import downconvert
 from ...security.acl import AclOperation as Op
-from ...security.acl import ResourceType as RT
+from ...security.acl import AclResourceType as RT
 from .. import authz
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
 from .registry import RequestContext, handles

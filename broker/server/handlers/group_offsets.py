@@ -16,7 +16,7 @@ from ...coordinator.group.metadata import OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...security.acl import AclOperation as Op
-from ...security.acl import ResourceType as RT
+from ...security.acl import AclResourceType as RT
 from .. import authz
 from .registry import RequestContext, handles
 

@@ -18,7 +18,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...replication.producer_ids import ProducerIdManager, ProducerIdsUnavailable
 from ...security.acl import AclOperation as Op
-from ...security.acl import ResourceType as RT
+from ...security.acl import AclResourceType as RT
 from .. import authz
 from .registry import RequestContext, handles
 

@@ -8,7 +8,7 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
-from ...security.acl import ResourceType as RT
+from ...security.acl import AclResourceType as RT
 from .. import authz
 from .registry import RequestContext, handles
 
