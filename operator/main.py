@@ -14,8 +14,9 @@ from typing import Any
 import kopf
 
 from . import metrics
+from .clusters import GROUP, register_bootstrap_index
 from .config import OperatorConfig, load_config
-from .topic_model import GROUP
+from .quotas import QuotaHandlers
 from .topics import TopicHandlers
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -23,7 +24,9 @@ FINALIZER = f"{GROUP}/finalizer"
 
 def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
+    register_bootstrap_index(registry)
     TopicHandlers(cfg).register(registry)
+    QuotaHandlers(cfg).register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -6,30 +6,40 @@ transition) are unit-testable without Kubernetes or brokers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-GROUP = "kafka.odradek.io"
-VERSION = "v1alpha1"
+from .clusters import (  # noqa: F401  (re-exported: the Topic's names for shared things)
+    BOOTSTRAP_ANNOTATION,
+    BOOTSTRAP_LABEL,
+    CLUSTER_LABEL,
+    GROUP,
+    VERSION,
+    OwnerKey,
+    conflict_winner,
+)
+from .status import (  # noqa: F401
+    CLUSTER_NOT_FOUND,
+    CLUSTER_UNREACHABLE,
+    KAFKA_ERROR,
+    PENDING,
+    RECONCILED,
+    RESOURCE_CONFLICT,
+    get_condition,
+    now_iso,
+    parse_time,
+    set_condition,
+)
+
 TOPICS = "topics"
-BOOTSTRAP_ANNOTATION = f"{GROUP}/bootstrap-servers"
-CLUSTER_LABEL = f"{GROUP}/cluster"
-BOOTSTRAP_LABEL = f"{GROUP}/bootstrap"
 
 RETAIN, DELETE = "Retain", "Delete"
 REVERT, REPORT = "Revert", "Report"
 
-# Ready condition reasons.
-RECONCILED = "Reconciled"
+# Ready condition reasons of Topics only (shared ones are in status).
 DRIFTED = "Drifted"
-CLUSTER_NOT_FOUND = "ClusterNotFound"
-CLUSTER_UNREACHABLE = "ClusterUnreachable"
-KAFKA_ERROR = "KafkaError"
 NOT_SUPPORTED = "NotSupported"
-RESOURCE_CONFLICT = "ResourceConflict"
-PENDING = "Pending"
 
 
 @dataclass(slots=True)
@@ -131,58 +141,6 @@ def plan(desired: DesiredTopic, actual: ActualTopic | None) -> Plan:
     return p
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def get_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> dict | None:
-    for c in conditions or ():
-        if c.get("type") == type_:
-            return dict(c)
-    return None
-
-
-def set_condition(
-    conditions: Sequence[Mapping[str, Any]] | None,
-    type_: str,
-    status: bool,
-    reason: str,
-    message: str,
-    generation: int | None,
-    now: str | None = None,
-) -> list[dict]:
-    """Conditions with `type_` set; lastTransitionTime changes only when status changes."""
-    text = "True" if status else "False"
-    old = get_condition(conditions, type_)
-    transition = (
-        old["lastTransitionTime"]
-        if old and old.get("status") == text and old.get("lastTransitionTime")
-        else (now or now_iso())
-    )
-    new = {
-        "type": type_,
-        "status": text,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": transition,
-    }
-    if generation is not None:
-        new["observedGeneration"] = int(generation)
-    out = [dict(c) for c in conditions or () if c.get("type") != type_]
-    out.append(new)
-    order = {"Ready": 0, "Drifted": 1}
-    return sorted(out, key=lambda c: order.get(c.get("type", ""), 9))
-
-
 def in_drift_mode(status: Mapping[str, Any] | None, generation: int | None) -> bool:
     """True when the last reconcile of this generation applied the spec (Ready, or stopped at
     drift or at what cannot be changed): any difference now is drift, not a pending change."""
@@ -193,24 +151,8 @@ def in_drift_mode(status: Mapping[str, Any] | None, generation: int | None) -> b
     return bool(ready) and ready.get("reason") in (RECONCILED, DRIFTED, NOT_SUPPORTED)
 
 
-@dataclass(slots=True, order=True)
-class OwnerKey:
-    """Orders resources claiming one topic: the oldest wins. creationTimestamp has one-second
-    resolution, so within a second the one already managing the topic wins, then the lowest uid."""
-
-    created: str
-    unmanaged: bool
-    uid: str
-    namespace: str = field(compare=False)
-    name: str = field(compare=False)
-
-
 def manages(status: Mapping[str, Any] | None) -> bool:
     """Whether a resource's status says it has been managing its topic."""
     status = status or {}
     ready = get_condition(status.get("conditions"), "Ready") or {}
     return bool(status.get("topicId")) and ready.get("reason") != RESOURCE_CONFLICT
-
-
-def conflict_winner(claims: Sequence[OwnerKey]) -> OwnerKey | None:
-    return min(claims) if claims else None

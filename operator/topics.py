@@ -16,21 +16,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from odradek.broker.client import KafkaError
 
 from . import metrics
+from .cluster_resource import until_stopped
+from .clusters import resolve_bootstrap, winner_of
 from .config import OperatorConfig
 from .kafka_io import Unreachable, admin_client, apply_plan, delete_topic, is_unreachable
 from .kafka_io import read_topic as _read_topic
+from .status import Outcome, normal, ready_changed, retry_record, warning
 from .topic_model import (
-    BOOTSTRAP_ANNOTATION,
-    BOOTSTRAP_LABEL,
-    CLUSTER_LABEL,
     CLUSTER_NOT_FOUND,
     CLUSTER_UNREACHABLE,
     DRIFTED,
@@ -46,7 +45,6 @@ from .topic_model import (
     VERSION,
     ActualTopic,
     OwnerKey,
-    conflict_winner,
     desired_from,
     get_condition,
     in_drift_mode,
@@ -63,18 +61,6 @@ KIND = "Topic"
 RESOURCE = (GROUP, VERSION, TOPICS)
 
 
-@dataclass(slots=True)
-class Outcome:
-    ready: bool
-    reason: str
-    message: str
-    retriable: bool = False  # temporary: retry with back-off
-
-
-def _iso_in(seconds: float) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class TopicHandlers:
     """The Topic controller; `register` wires its methods into a kopf registry."""
 
@@ -87,13 +73,6 @@ class TopicHandlers:
     def register(self, registry: kopf.OperatorRegistry) -> None:
         sel = self._selected
         kopf.index(*RESOURCE, id="topic_claims", registry=registry, when=sel)(self.topic_claims)
-        kopf.index(
-            "v1",
-            "services",
-            id="bootstrap_services",
-            registry=registry,
-            labels={CLUSTER_LABEL: kopf.PRESENT, BOOTSTRAP_LABEL: "true"},
-        )(self.bootstrap_services)
         kopf.on.create(*RESOURCE, id="create", registry=registry, when=sel)(self.on_create)
         kopf.on.update(*RESOURCE, id="update", registry=registry, when=sel, field="spec")(
             self.on_update
@@ -134,22 +113,6 @@ class TopicHandlers:
         )
         return {key: owner}
 
-    def bootstrap_services(
-        self,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str],
-        spec: Mapping[str, Any],
-        **_: Any,
-    ) -> dict | None:
-        """(namespace, cluster) -> host:port of the cluster's bootstrap Service."""
-        ports = list(spec.get("ports") or [])
-        named = [p for p in ports if p.get("name") in ("kafka", "tcp-kafka", "client")]
-        port = (named or ports or [None])[0]
-        if port is None:
-            return None
-        return {(namespace, labels[CLUSTER_LABEL]): f"{name}.{namespace}.svc:{port['port']}"}
-
     # -- handlers -------------------------------------------------------------------------
 
     async def on_create(self, **kw: Any) -> None:
@@ -167,18 +130,8 @@ class TopicHandlers:
             raise kopf.TemporaryError(outcome.message, delay=self.cfg.backoff(retry))
 
     async def on_timer(self, body: Any, patch: Any, stopped: Any, **kw: Any) -> None:
-        """Resync; abandoned at once when kopf stops the timer (the resource is being deleted
-        or the operator exits), so a slow cluster never delays a deletion."""
-        work = asyncio.ensure_future(self._resync(body, patch, **kw))
-        stop = asyncio.ensure_future(stopped.wait())
-        try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not work.done():
-                work.cancel()
-        if work.done() and not work.cancelled():
-            work.result()
+        """Resync; abandoned at once when kopf stops the timer (deletion or exit)."""
+        await until_stopped(self._resync(body, patch, **kw), stopped)
 
     async def _resync(self, body: Any, patch: Any, **kw: Any) -> None:
         meta, status = body["metadata"], body.get("status") or {}
@@ -288,7 +241,7 @@ class TopicHandlers:
             if actual is not None and not status.get("topicId") and not status.get("adopted"):
                 new["adopted"] = True
                 metrics.ACTIONS.labels(KIND, "adopt").inc()
-                _normal(
+                normal(
                     body,
                     reason="Adopted",
                     message=f"topic {desired.name!r} already existed; it is now managed here",
@@ -302,10 +255,10 @@ class TopicHandlers:
                 if desired.drift_policy == REPORT:
                     apply = False
                     if found != status.get("drift"):
-                        _warning(body, reason="DriftDetected", message=text)
+                        warning(body, reason="DriftDetected", message=text)
                     new["lastDrift"] = _last_drift(status, found, reverted=False)
                 elif p.changes:
-                    _normal(body, reason="DriftReverted", message=f"reverting {text}")
+                    normal(body, reason="DriftReverted", message=f"reverting {text}")
                     new["lastDrift"] = {
                         "detectedTime": now_iso(),
                         "reverted": True,
@@ -315,7 +268,7 @@ class TopicHandlers:
                 actions = await apply_plan(admin, desired, p)
                 for action in actions:
                     metrics.ACTIONS.labels(KIND, action).inc()
-                _normal(body, reason=_ACTION_REASON[actions[0]], message=_describe(p, desired))
+                normal(body, reason=_ACTION_REASON[actions[0]], message=_describe(p, desired))
                 actual = await _read_topic(admin, desired.name)
         after = plan(desired, actual)
         remaining = [d.as_dict() for d in after.differences]
@@ -381,26 +334,17 @@ class TopicHandlers:
         new["conditions"] = conditions
         if outcome.retriable:
             delay = self.cfg.backoff(attempt)
-            new["retry"] = {
-                "attempt": attempt + 1,
-                "nextAttemptTime": _iso_in(delay),
-                "lastError": outcome.message,
-            }
+            new["retry"] = retry_record(attempt, delay, outcome.message)
         else:
             new["retry"] = None
         for key, value in new.items():
             if status.get(key) != value:  # unchanged status is not rewritten every resync
                 patch.status[key] = value
-        changed = (
-            old_ready is None
-            or old_ready.get("status") != ("True" if outcome.ready else "False")
-            or old_ready.get("reason") != outcome.reason
-        )
-        if changed:
+        if ready_changed(old_ready, outcome):
             if outcome.ready:
-                _normal(body, reason="Ready", message=outcome.message)
+                normal(body, reason="Ready", message=outcome.message)
             else:
-                _warning(body, reason=outcome.reason, message=outcome.message)
+                warning(body, reason=outcome.reason, message=outcome.message)
         uid = body["metadata"]["uid"]
         self.state.update(uid, outcome.ready, outcome.reason, bool(drifted))
 
@@ -421,10 +365,10 @@ class TopicHandlers:
         cluster = spec["cluster"]
         self.state.forget(meta["uid"])
 
-        def done(action: str, reason: str, message: str, warning: bool = False) -> None:
+        def done(action: str, reason: str, message: str, warn: bool = False) -> None:
             metrics.ACTIONS.labels(KIND, action).inc()
             metrics.RECONCILES.labels(KIND, "delete", "ok").inc()
-            (_warning if warning else _normal)(body, reason=reason, message=message)
+            (warning if warn else normal)(body, reason=reason, message=message)
 
         if not status.get("topicId") and not status.get("adopted"):
             return done(
@@ -448,7 +392,7 @@ class TopicHandlers:
                 "abandon",
                 "ClusterGone",
                 f"topic {desired.name!r} not deleted: {why}; the resource is released",
-                warning=True,
+                warn=True,
             )
         try:
             async with admin_client(bootstrap, self.cfg.kafka_timeout_seconds) as admin:
@@ -460,7 +404,7 @@ class TopicHandlers:
                     "DeleteFailed",
                     f"the brokers refused to delete topic {desired.name!r}: {e}; "
                     "the resource is released",
-                    warning=True,
+                    warn=True,
                 )
             deleting_since = parse_time(meta.get("deletionTimestamp")) or datetime.now(UTC)
             waited = (datetime.now(UTC) - deleting_since).total_seconds()
@@ -471,7 +415,7 @@ class TopicHandlers:
                     "DeletionAbandoned",
                     f"cluster unreachable for {waited:.0f}s ({e}); topic {desired.name!r} was "
                     "not deleted and the resource is released",
-                    warning=True,
+                    warn=True,
                 )
             delay = max(0.5, min(self.cfg.backoff(retry), left))
             message = f"deleting topic {desired.name!r}: {e}; retry {retry + 1} in {delay:.0f}s"
@@ -483,11 +427,7 @@ class TopicHandlers:
                 message,
                 meta.get("generation"),
             )
-            patch.status["retry"] = {
-                "attempt": retry + 1,
-                "nextAttemptTime": _iso_in(delay),
-                "lastError": str(e),
-            }
+            patch.status["retry"] = retry_record(retry, delay, str(e))
             metrics.RECONCILES.labels(KIND, "delete", "retry").inc()
             raise kopf.TemporaryError(message, delay=delay) from e
         if existed:
@@ -498,38 +438,10 @@ class TopicHandlers:
     # -- helpers --------------------------------------------------------------------------
 
     def _winner(self, claims: Any, namespace: str, cluster: str, topic: str) -> OwnerKey | None:
-        try:
-            found = list(claims.get((namespace, cluster, topic), ()))
-        except AttributeError:
-            return None
-        return conflict_winner(found)
+        return winner_of(claims, (namespace, cluster, topic))
 
     def _bootstrap(self, body: Any, services: Any) -> tuple[str | None, str]:
-        meta, spec = body["metadata"], body["spec"]
-        namespace, cluster = meta["namespace"], spec["cluster"]
-        override = (meta.get("annotations") or {}).get(BOOTSTRAP_ANNOTATION)
-        if override and self.cfg.allow_bootstrap_annotation:
-            return override, ""
-        for address in services.get((namespace, cluster), ()):
-            return address, ""
-        why = (
-            f"cluster {cluster!r} not found: no Service in namespace {namespace!r} labelled "
-            f"{CLUSTER_LABEL}={cluster},{BOOTSTRAP_LABEL}=true"
-        )
-        if override:
-            why += (
-                f" (annotation {BOOTSTRAP_ANNOTATION} is ignored: the operator does not allow it)"
-            )
-        return None, why
-
-
-def _normal(body: Any, *, reason: str, message: str) -> None:
-    """A Normal event on the resource (posted whatever kopf's own log-to-event level is)."""
-    kopf.event(body, type="Normal", reason=reason, message=message[:1000])
-
-
-def _warning(body: Any, *, reason: str, message: str) -> None:
-    kopf.event(body, type="Warning", reason=reason, message=message[:1000])
+        return resolve_bootstrap(body, services, self.cfg.allow_bootstrap_annotation)
 
 
 _ACTION_REASON = {

@@ -574,3 +574,57 @@ class Operator:
             if all(f'{k}="{v}"' in sample for k, v in labels.items()):
                 total += float(value)
         return total
+
+
+# -- resource helpers (every kind) -------------------------------------------------------------
+
+
+def condition(obj: dict | None, type_: str = "Ready") -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def wait_ready(kube: ControlPlane, kind: str, ns: str, name: str, timeout: float = 90) -> dict:
+    """Wait until Ready is True for the resource's current generation; returns the object."""
+
+    def check() -> dict | None:
+        obj = kube.get(kind, name, ns)
+        if obj is None:
+            return None
+        gen = obj["metadata"]["generation"]
+        ready = condition(obj)
+        if (
+            ready.get("status") == "True"
+            and obj["status"].get("observedGeneration") == gen
+            and ready.get("observedGeneration") == gen
+        ):
+            return obj
+        return None
+
+    return wait_until(check, timeout, what=f"{kind} {ns}/{name} Ready")
+
+
+def wait_reason(
+    kube: ControlPlane, kind: str, ns: str, name: str, reason: str, timeout: float = 90
+) -> dict:
+    def check() -> dict | None:
+        obj = kube.get(kind, name, ns)
+        return obj if condition(obj).get("reason") == reason else None
+
+    return wait_until(check, timeout, what=f"{kind} {ns}/{name} reason {reason}")
+
+
+def event_reasons(kube: ControlPlane, ns: str, name: str) -> set[str]:
+    out = kube.kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    ).stdout
+    return {e["reason"] for e in json.loads(out)["items"]}
+
+
+def rejected(kube: ControlPlane, ns: str, manifest: dict) -> str:
+    """Apply `manifest`, expecting the API server to refuse it; returns its error text."""
+    r = kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest), check=False)
+    assert r.returncode != 0, f"accepted: {manifest}"
+    return r.stderr
