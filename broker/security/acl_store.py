@@ -10,21 +10,17 @@ async callers run them on the metadata-store executor.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
 
-from ..cluster import zk_data as zk
+from ..cluster.change_notifications import NOTIFICATION_EXPIRY_MS, ChangeNotificationListener
 from ..cluster.kafka_zk import KafkaZk
 from ..cluster.metadata_store import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
-    WatchedEvent,
     run_blocking,
 )
 from .acl import (
@@ -48,7 +44,6 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 STORED_RESOURCE_TYPES = (
     AclResourceType.TOPIC,
     AclResourceType.GROUP,
@@ -223,7 +218,7 @@ def describe_acls(zkc: KafkaZk, f: AclBindingFilter) -> list[AclBinding]:
 
 class AclChangeListener:
     """Loads every ACL into `cache`, then re-reads each resource named by a new notification
-    under either change root. Watches fire on store threads; the work runs on the loop."""
+    under either change root."""
 
     def __init__(
         self,
@@ -235,77 +230,32 @@ class AclChangeListener:
     ) -> None:
         self.zk = zkc
         self.cache = cache
-        self.expiry_ms = expiry_ms
         self._executor = executor
-        self._last: dict[str, int] = {LITERAL_CHANGES: -1, EXTENDED_CHANGES: -1}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._watch = self._on_watch
-
-    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_blocking(self._executor, fn, *args)
+        self._roots = [
+            ChangeNotificationListener(
+                zkc,
+                root,
+                CHANGE_PREFIX,
+                lambda data, root=root: self._reload(root, data),
+                what="ACL change",
+                executor=executor,
+                expiry_ms=expiry_ms,
+            )
+            for root in (LITERAL_CHANGES, EXTENDED_CHANGES)
+        ]
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        for root in self._last:
-            await self._io(self.zk.store.ensure_path, root)
-            children = await self._io(self.zk.children, root)
-            seqs = [zk.sequence_number(c) for c in children if c.startswith(CHANGE_PREFIX)]
-            self._last[root] = max(seqs, default=-1)
-        self.cache.replace_all(await self._io(load_all, self.zk))
-        await self._process()
-        self._task = asyncio.create_task(self._run(), name="acl-change-listener")
+        for listener in self._roots:
+            await listener.skip_existing()
+        self.cache.replace_all(await run_blocking(self._executor, load_all, self.zk))
+        for listener in self._roots:
+            await listener.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        for listener in self._roots:
+            await listener.stop()
 
-    def _on_watch(self, _event: WatchedEvent) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._wake.set)
-            except RuntimeError:
-                pass
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._process()
-            except Exception:
-                log.exception("Processing ACL change notifications failed")
-
-    async def _process(self) -> None:
-        now = int(time.time() * 1000)
-        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            children = await self._io(self.zk.children, root, self._watch)
-            for child in sorted(c for c in children if c.startswith(CHANGE_PREFIX)):
-                seq = zk.sequence_number(child)
-                path = f"{root}/{child}"
-                if seq > self._last[root]:
-                    found = await self._io(self.zk.get_data, path)
-                    if found is not None:
-                        try:
-                            pattern = decode_change(root, found[0])
-                            entries, _ = await self._io(get_acls, self.zk, pattern)
-                            self.cache.set(pattern, entries)
-                        except Exception:
-                            log.exception("Could not apply ACL change %s", path)
-                    self._last[root] = seq
-                await self._io(self._purge, path, now)
-
-    def _purge(self, path: str, now: int) -> None:
-        stat = self.zk.store.exists(path)
-        if stat is not None and now - stat.ctime > self.expiry_ms:
-            try:
-                self.zk.store.delete(path)
-            except NoNodeError:
-                pass
+    async def _reload(self, root: str, data: bytes) -> None:
+        pattern = decode_change(root, data)
+        entries, _ = await run_blocking(self._executor, get_acls, self.zk, pattern)
+        self.cache.set(pattern, entries)

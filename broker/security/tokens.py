@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cluster import zk_data as zk
+from ..cluster.change_notifications import NOTIFICATION_EXPIRY_MS, ChangeNotificationListener
 from ..cluster.kafka_zk import KafkaZk
-from ..cluster.metadata_store import NodeExistsError, NoNodeError, WatchedEvent, run_blocking
+from ..cluster.metadata_store import NodeExistsError, NoNodeError, run_blocking
 from ..protocol.errors import ErrorCode, KafkaError
 from .scram import (
     MECHANISM_NAMES,
@@ -43,7 +44,6 @@ TOKEN_ROOT = "/delegation_token"
 TOKENS_PATH = f"{TOKEN_ROOT}/tokens"
 CHANGES_PATH = f"{TOKEN_ROOT}/token_changes"
 CHANGE_PREFIX = "token_change_"
-NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 TOKEN_FORMAT_VERSION = 3
 
 DEFAULT_MAX_LIFETIME_MS = 7 * 24 * 3600 * 1000
@@ -190,15 +190,21 @@ class DelegationTokenManager:
         self.zk = zkc
         self.settings = settings
         self.clock = clock
-        self.notification_expiry_ms = expiry_ms
         self._executor = executor
         self._lock = threading.Lock()
         self._tokens: dict[str, _Entry] = {}
         self._by_hmac: dict[bytes, str] = {}
-        self._last_seq = -1
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self.notifications = ChangeNotificationListener(
+            zkc,
+            CHANGES_PATH,
+            CHANGE_PREFIX,
+            self._on_notification,
+            what="delegation token change",
+            executor=executor,
+            expiry_ms=expiry_ms,
+            clock_ms=clock,
+        )
+        self._sweeper: asyncio.Task[None] | None = None
 
     # -- cache -----------------------------------------------------------------------------
 
@@ -360,10 +366,6 @@ class DelegationTokenManager:
 
     def load(self) -> None:
         self.zk.store.ensure_path(TOKENS_PATH)
-        self.zk.store.ensure_path(CHANGES_PATH)
-        children = self.zk.children(CHANGES_PATH)
-        seqs = [zk.sequence_number(c) for c in children if c.startswith(CHANGE_PREFIX)]
-        self._last_seq = max(seqs, default=-1)
         ids = self.zk.children(TOKENS_PATH)
         with self._lock:
             self._tokens.clear()
@@ -380,39 +382,24 @@ class DelegationTokenManager:
         return await run_blocking(self._executor, fn, *args)
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        await self.notifications.skip_existing()
         await self._io(self.load)
-        await self.process_changes()
-        self._tasks = [asyncio.create_task(self._follow(), name="token-change-listener")]
+        await self.notifications.start()
         if self.settings.enabled:
-            self._tasks.append(asyncio.create_task(self._sweep(), name="token-expiry"))
+            self._sweeper = asyncio.create_task(self._sweep(), name="token-expiry")
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        await self.notifications.stop()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
             try:
-                await task
+                await self._sweeper
             except asyncio.CancelledError:
                 pass
-        self._tasks = []
+            self._sweeper = None
 
-    def _on_watch(self, _event: WatchedEvent) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._wake.set)
-            except RuntimeError:
-                pass
-
-    async def _follow(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.process_changes()
-            except Exception:
-                log.exception("Processing delegation token notifications failed")
+    async def _on_notification(self, data: bytes) -> None:
+        await self._io(self.reload, data.decode("utf-8"))
 
     async def _sweep(self) -> None:
         interval = max(self.settings.expiry_check_interval_ms, 1) / 1000
@@ -422,27 +409,3 @@ class DelegationTokenManager:
                 await self._io(self.remove_expired)
             except Exception:
                 log.exception("Removing expired delegation tokens failed")
-
-    async def process_changes(self) -> None:
-        await self._io(self._process_changes, self._on_watch)
-
-    def _process_changes(self, watch: Callable[[WatchedEvent], None] | None) -> None:
-        now = self.clock()
-        children = self.zk.children(CHANGES_PATH, watch)
-        for child in sorted(c for c in children if c.startswith(CHANGE_PREFIX)):
-            seq = zk.sequence_number(child)
-            path = f"{CHANGES_PATH}/{child}"
-            if seq > self._last_seq:
-                found = self.zk.get_data(path)
-                if found is not None:
-                    try:
-                        self.reload(bytes(found[0]).decode("utf-8"))
-                    except Exception:
-                        log.exception("Could not apply delegation token change %s", path)
-                self._last_seq = seq
-            stat = self.zk.store.exists(path)
-            if stat is not None and now - stat.ctime > self.notification_expiry_ms:
-                try:
-                    self.zk.store.delete(path)
-                except NoNodeError:
-                    pass

@@ -142,15 +142,20 @@ def test_negative_expiry_period_removes_now(zkc: KafkaZk) -> None:
 def test_other_broker_follows_notifications(zkc: KafkaZk) -> None:
     writer = DelegationTokenManager(zkc, SETTINGS)
     reader = DelegationTokenManager(zkc, SETTINGS)
-    reader.load()
-    info, token_hmac = writer.create_token("User:alice", "User:alice", [], -1)
-    assert reader.get(info.token_id) is None
-    reader._process_changes(None)
-    assert reader.get(info.token_id) == info
-    assert reader.get_by_hmac(token_hmac) == info
-    writer.expire_token("User:alice", token_hmac, -1)
-    reader._process_changes(None)
-    assert reader.get(info.token_id) is None
+
+    async def run() -> None:
+        await reader.notifications.skip_existing()
+        reader.load()
+        info, token_hmac = writer.create_token("User:alice", "User:alice", [], -1)
+        assert reader.get(info.token_id) is None
+        await reader.notifications.process()
+        assert reader.get(info.token_id) == info
+        assert reader.get_by_hmac(token_hmac) == info
+        writer.expire_token("User:alice", token_hmac, -1)
+        await reader.notifications.process()
+        assert reader.get(info.token_id) is None
+
+    asyncio.run(run())
     # A broker starting later loads every stored token.
     again, _ = writer.create_token("User:carol", "User:carol", [], -1)
     late = DelegationTokenManager(zkc, SETTINGS)
