@@ -5,6 +5,7 @@
     odradek produce --topic T [--value V ...]     (otherwise one record per stdin line)
     odradek consume --topic T [--from-beginning] [--max-messages N] [--timeout S]
     odradek groups list|describe|delete ...
+    odradek ready [--broker-id N]                 (exit 0 when the broker serves the cluster)
 
 Client commands talk to --bootstrap-server (default 127.0.0.1:9092). A failure prints one line
 starting with "error:" on stderr and exits with status 1.
@@ -177,6 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = gsub.add_parser("delete", help="delete empty groups and their offsets")
     _client_options(p)
     p.add_argument("--group", action="append", required=True, help="repeatable")
+
+    p = sub.add_parser(
+        "ready",
+        help="check that a broker serves the cluster (a readiness probe)",
+        description="Exit 0 when the broker at --bootstrap-server answers DescribeCluster with "
+        "a controller (and lists --broker-id, when given); otherwise print why and exit 1.",
+    )
+    _client_options(p)
+    p.add_argument("--broker-id", type=int, help="this broker's id must be registered")
 
     p = sub.add_parser(
         "produce",
@@ -574,6 +584,17 @@ async def consume(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def ready(args: argparse.Namespace, out: TextIO) -> int:
+    async with _admin(args) as admin:
+        cluster = await admin.describe_cluster()
+    if cluster.controller_id < 0:
+        raise CliError("no controller elected yet")
+    if args.broker_id is not None and all(b.node_id != args.broker_id for b in cluster.brokers):
+        raise CliError(f"broker {args.broker_id} is not registered in the cluster")
+    out.write(f"ready: cluster {cluster.cluster_id}, controller {cluster.controller_id}\n")
+    return 0
+
+
 _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], Awaitable[int]]] = {
     ("topics", "create"): topics_create,
     ("topics", "list"): topics_list,
@@ -585,6 +606,7 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], A
     ("groups", "delete"): groups_delete,
     ("produce", None): produce,
     ("consume", None): consume,
+    ("ready", None): ready,
 }
 
 

@@ -223,3 +223,18 @@ def test_consume_follows_new_records(bootstrap: str, topic_name: str) -> None:
     lines = out.decode().splitlines()
     assert len(lines) == 4
     assert all(line.startswith("m") for line in lines)
+
+
+def test_ready_probe(bootstrap: str) -> None:
+    """What a Kubernetes readiness probe runs: 0 for a serving broker, 1 with a reason otherwise."""
+    bs = ["--bootstrap-server", bootstrap, "--request-timeout", "10"]
+    ok = odradek("ready", *bs)
+    assert text(ok).startswith("ready: cluster ")
+    unknown = odradek("ready", *bs, "--broker-id", "4242", check=False)
+    assert unknown.returncode == 1
+    assert "broker 4242 is not registered" in unknown.stderr.decode()
+    nobody = odradek(
+        "ready", "--bootstrap-server", "127.0.0.1:1", "--request-timeout", "2", check=False
+    )
+    assert nobody.returncode == 1
+    assert nobody.stderr.decode().startswith("error: ")
