@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Build the Odradek image (broker and operator) from the Dockerfile, offline and cached:
+#
+#   1. the base image odradek-base:bookworm (scripts/build-base-image.sh: mmdebstrap + docker import),
+#      since no image can be pulled on these machines;
+#   2. the odradek wheel, built on the host from a copy of the working tree, with a fixed
+#      SOURCE_DATE_EPOCH so that unchanged sources give an identical wheel (and docker's layer cache
+#      holds);
+#   3. every dependency's wheel, collected by the host's pip (its cache, its index configuration)
+#      for the same Python major.minor as the base image's; redone only when the dependency list
+#      or the base image changes;
+#   4. `docker build` with that wheels directory as the context (the Dockerfile then installs with
+#      --no-index) and --build-arg BASE_IMAGE=<the local base>.
+#
+#   build-image.sh [--zookeeper]   with --zookeeper, also build the local ZooKeeper image
+#                                  (scripts/build-zookeeper-image.sh)
+#
+#   ODRADEK_IMAGE   tag to build (default odradek:dev)
+#   ODRADEK_CACHE   cache directory (default: $HOME/.cache/odradek)
+#
+# Prints the image tag on stdout (and the ZooKeeper tag on a second line with --zookeeper);
+# progress on stderr, the docker build log in $ODRADEK_CACHE/images/build-odradek.log.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+tag="${ODRADEK_IMAGE:-odradek:dev}"
+ctx="$cache/images/context-odradek"
+wheels="$ctx/wheels"
+log="$cache/images/build-odradek.log"
+zookeeper=0
+[[ "${1:-}" == "--zookeeper" ]] && zookeeper=1
+
+bash "$root/scripts/install-docker.sh"
+base="$(bash "$root/scripts/build-base-image.sh" python)"
+mkdir -p "$wheels"
+
+# The host's Python builds the (pure Python) odradek wheel: the project's venv has setuptools and
+# wheel, so no build isolation (and no network) is needed; without a venv, pip fetches them.
+if [[ -x "$root/.venv/bin/python" ]]; then
+    py="$root/.venv/bin/python"
+    isolation=(--no-build-isolation)
+else
+    py="$(command -v python3)"
+    isolation=()
+fi
+
+# A copy of the working tree, not the tree itself: an in-tree build writes build/ and *.egg-info
+# next to the sources. Tests, e2e and bench are not part of the distribution.
+src="$(mktemp -d "$cache/images/.src.XXXXXX")"
+trap 'rm -rf "$src"' EXIT
+tar -C "$root" -cf - \
+    --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build --exclude=./dist \
+    --exclude='*.egg-info' --exclude=__pycache__ --exclude='*.pyc' --exclude=.pytest_cache \
+    --exclude=.ruff_cache --exclude=.hypothesis --exclude=./tests --exclude=./e2e --exclude=./bench \
+    . | tar -C "$src" -xf -
+
+echo "build-image: building the odradek wheel" >&2
+rm -f "$wheels"/odradek-*.whl
+# The backend's warnings go to a log shown only when the build fails.
+if ! SOURCE_DATE_EPOCH=946684800 "$py" -m pip wheel -q --no-deps "${isolation[@]}" -w "$wheels" \
+    "$src" >"$cache/images/wheel-odradek.log" 2>&1; then
+    cat "$cache/images/wheel-odradek.log" >&2
+    exit 1
+fi
+wheel="$(ls "$wheels"/odradek-*.whl)"
+
+# The dependency wheels depend on the wheel's Requires-Dist and on the base image's Python.
+base_id="$(docker image inspect -f '{{.Id}}' "$base")"
+want="$(
+    {
+        "$py" - "$wheel" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    print("\n".join(l for l in z.read(meta).decode().splitlines() if l.startswith("Requires-Dist:")))
+PY
+        echo "$base_id"
+    } | sha256sum | cut -d' ' -f1
+)"
+stamp="$ctx/.deps-stamp"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    # Compiled wheels must match the image's Python: the host's and the base image's major.minor
+    # have to agree (both are 3.11 on bookworm machines). glibc is no issue: manylinux wheels, and
+    # sdists compiled here on the same Debian release.
+    host_py="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    image_py="$(docker run --rm "$base" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    if [[ "$host_py" != "$image_py" ]]; then
+        echo "build-image: host Python $host_py ($py) differs from $base's Python $image_py;" \
+            "build the venv with python$image_py" >&2
+        exit 1
+    fi
+    echo "build-image: collecting dependency wheels (pip, host cache)" >&2
+    find "$wheels" -name '*.whl' ! -name 'odradek-*.whl' -delete
+    # On the host, not in a container: the host's pip configuration (index, certificates, cache)
+    # is what reaches PyPI on these machines.
+    "$py" -m pip wheel -q --find-links "$wheels" -w "$wheels" "$wheel" >&2
+    echo "$want" >"$stamp"
+fi
+
+# The legacy builder: Debian's dockerd 20.10 has no buildx next to it, and the Dockerfile needs no
+# BuildKit feature. -f points outside the context, which holds only wheels/.
+#
+# The build stage is tagged too ($tag-build): the legacy builder keeps an untagged stage only as a
+# dangling image, and tagging it is what lets the prune below remove older builds' leftovers
+# without throwing away the cache of the current one.
+echo "build-image: docker build -t $tag (log: $log)" >&2
+: >"$log"
+for target in build final; do
+    if [[ $target == build ]]; then
+        args=(--target build -t "$tag-build")
+    else
+        args=(-t "$tag")
+    fi
+    if ! DOCKER_BUILDKIT=0 docker build --build-arg BASE_IMAGE="$base" \
+        --label io.odradek.local-build=1 "${args[@]}" -f "$root/Dockerfile" "$ctx" >>"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "build-image: docker build failed; full log in $log" >&2
+        exit 1
+    fi
+done
+docker image prune -f --filter label=io.odradek.local-build=1 >/dev/null
+echo "$tag"
+
+if ((zookeeper)); then
+    bash "$root/scripts/build-zookeeper-image.sh"
+fi

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Make `docker` usable on this machine: install Debian's docker.io when there is no daemon, start
+# dockerd in the background when nothing answers, and wait until it does.
+#
+# Idempotent and quiet on success (a second run only calls `docker info`). Needs root to install or
+# start the daemon; a machine whose docker already works needs neither. Exits non-zero with one
+# message on stderr when docker cannot be made to work.
+#
+#   ODRADEK_CACHE         cache directory (default: $HOME/.cache/odradek); dockerd logs to
+#                         $ODRADEK_CACHE/dockerd.log
+#   DOCKER_START_TIMEOUT  seconds to wait for a freshly started daemon (default 60)
+set -euo pipefail
+
+cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+log="$cache/dockerd.log"
+timeout="${DOCKER_START_TIMEOUT:-60}"
+
+die() { echo "install-docker: $*" >&2; exit 1; }
+
+# A client newer than the daemon (e.g. a docker 28 CLI in /usr/local/bin next to Debian's 20.10
+# dockerd) negotiates the API version down by itself; a client that refuses to (an explicit
+# DOCKER_API_VERSION that the daemon does not support) is pinned to the daemon's version below.
+docker_ok() { docker info >/dev/null 2>&1; }
+
+if command -v docker >/dev/null && docker_ok; then
+    exit 0
+fi
+
+[[ "$(id -u)" == 0 ]] || die "docker does not answer and only root can install or start it"
+
+# Debian's docker.io brings dockerd, containerd, runc and a client; iptables and friends come as
+# its dependencies. The client is only installed when there is none at all (a newer one may be on
+# PATH already and is kept).
+if ! command -v dockerd >/dev/null; then
+    command -v apt-get >/dev/null || die "dockerd is missing and there is no apt-get to install it"
+    echo "install-docker: installing docker.io (apt)" >&2
+    (apt-get update -qq || true) >/dev/null 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \
+        || die "apt-get install docker.io failed"
+fi
+command -v docker >/dev/null || die "no docker client on PATH"
+
+# Start the daemon unless one is already running (then it may just be slow to answer).
+if ! pgrep -x dockerd >/dev/null; then
+    mkdir -p "$cache"
+    # setsid + nohup: the daemon outlives this script and the make/pytest run that called it.
+    setsid nohup dockerd >>"$log" 2>&1 </dev/null &
+fi
+
+deadline=$((SECONDS + timeout))
+until docker_ok; do
+    if ((SECONDS >= deadline)); then
+        # The usual cause of a daemon that answers but a client that does not: the client insists
+        # on a newer API version. Pin it to what the daemon offers and try once more.
+        server_api="$(DOCKER_API_VERSION=1.24 docker version -f '{{.Server.APIVersion}}' 2>/dev/null || true)"
+        if [[ -n "$server_api" ]] && DOCKER_API_VERSION="$server_api" docker info >/dev/null 2>&1; then
+            die "docker works only with DOCKER_API_VERSION=$server_api; export it"
+        fi
+        die "dockerd did not answer within ${timeout}s; see $log"
+    fi
+    sleep 1
+done
