@@ -15,21 +15,11 @@ import pytest
 from odradek.broker.cluster import zk_store
 from odradek.broker.cluster.metadata_store import (
     BadVersionError,
-    CheckOp,
-    CreateOp,
-    DeleteOp,
     EventType,
-    NoChildrenForEphemeralsError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    SetOp,
-    Stat,
-    StoreClosedError,
-    WatchedEvent,
 )
 from odradek.broker.cluster.zk_store import ConnectionTimeoutError, ZkStore, parse_connect
 from odradek.broker.config import load_config
+from watch_recorder import Recorder
 from zookeeper import ZkEnsemble, ZkServer, four_letter_word, free_ports
 
 SESSION_MS = 6000
@@ -62,23 +52,6 @@ def store(open_store: Callable[..., ZkStore]) -> ZkStore:
     return open_store()
 
 
-class Recorder:
-    """A watch callback that records events and the thread it ran on."""
-
-    def __init__(self) -> None:
-        self.events: list[WatchedEvent] = []
-        self.threads: set[str] = set()
-        self.arrived = threading.Event()
-
-    def __call__(self, event: WatchedEvent) -> None:
-        self.events.append(event)
-        self.threads.add(threading.current_thread().name)
-        self.arrived.set()
-
-    def pairs(self) -> list[tuple[EventType, str]]:
-        return [(e.type, e.path) for e in self.events]
-
-
 def wait_until(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + WAIT
     while not condition():
@@ -96,50 +69,7 @@ def server_of(ensemble: ZkEnsemble, session_id: int) -> ZkServer:
     raise AssertionError(f"no server has session 0x{session_id:x}")
 
 
-# -- the semantics shared with the embedded store
-
-
-def test_create_get_set_delete_versions(store):
-    assert store.create("/a", b"one") == "/a"
-    data, stat = store.get("/a")
-    assert data == b"one" and stat.version == 0 and stat.ephemeral_owner == 0
-    stat1 = store.set("/a", b"two", version=0)
-    assert stat1.version == 1 and stat1.mzxid > stat.czxid and stat1.czxid == stat.czxid
-    with pytest.raises(BadVersionError):
-        store.set("/a", b"three", version=0)
-    with pytest.raises(BadVersionError):
-        store.delete("/a", version=0)
-    store.delete("/a", version=1)
-    assert store.exists("/a") is None
-    with pytest.raises(NoNodeError):
-        store.get("/a")
-    with pytest.raises(NoNodeError):
-        store.set("/a", b"")
-
-
-def test_parents_children_and_errors(store):
-    with pytest.raises(NoNodeError) as info:
-        store.create("/x/y")
-    assert info.value.path == "/x"
-    store.create("/x/y/z", b"", makepath=True)
-    with pytest.raises(NodeExistsError):
-        store.create("/x/y")
-    store.create("/x/a")
-    assert store.get_children("/x") == ["a", "y"]
-    assert store.exists("/x").num_children == 2
-    with pytest.raises(NotEmptyError):
-        store.delete("/x")
-    with pytest.raises(BadVersionError):
-        store.delete("/x", version=3, recursive=True)
-    assert store.exists("/x/y/z") is not None  # nothing deleted
-    store.delete("/x", recursive=True)
-    assert store.exists("/x") is None
-    assert store.get_children("/") == []
-    with pytest.raises(NoNodeError):
-        store.delete("/x", recursive=True)
-    for bad in ("x", "/x/", "//x", "/x/../y"):
-        with pytest.raises(ValueError):
-            store.create(bad)
+# -- ZooKeeper specifics (the shared semantics: test_store_semantics.py)
 
 
 def test_large_subtrees_are_deleted_in_chunks(store, monkeypatch):
@@ -154,7 +84,7 @@ def test_large_subtrees_are_deleted_in_chunks(store, monkeypatch):
     assert store.exists("/topic") is None
 
 
-def test_sequential_nodes_use_the_parent_counter(store):
+def test_sequential_numbers_count_creations_only(store):
     store.create("/changes")
     first = store.create("/changes/config_change_", b"1", sequential=True)
     second = store.create("/changes/config_change_", b"2", sequential=True)
@@ -167,139 +97,6 @@ def test_sequential_nodes_use_the_parent_counter(store):
     # Stat.cversion is reported as 2 * creations - children).
     assert third == "/changes/config_change_0000000002"
     assert store.exists("/changes").cversion == 4
-
-
-def test_ephemeral_nodes_belong_to_their_session(store, open_store):
-    other = open_store()
-    other.create("/brokers/ids/1", b"b1", ephemeral=True, makepath=True)
-    stat = store.exists("/brokers/ids/1")
-    assert stat.ephemeral_owner == other.session_id != store.session_id
-    with pytest.raises(NoChildrenForEphemeralsError):
-        store.create("/brokers/ids/1/child")
-    other.close()
-    assert store.exists("/brokers/ids/1") is None
-    assert store.exists("/brokers/ids") is not None
-    with pytest.raises(StoreClosedError):
-        other.get("/brokers")
-
-
-def test_multi_is_all_or_nothing(store):
-    store.create("/epoch", b"1")
-    with pytest.raises(BadVersionError) as info:
-        store.multi([CreateOp("/new", b"x"), SetOp("/epoch", b"2", 0), CheckOp("/epoch", 0)])
-    assert info.value.op_index == 2 and info.value.path == "/epoch"
-    assert store.exists("/new") is None
-    assert store.get("/epoch") == (b"1", store.exists("/epoch"))
-    assert store.exists("/epoch").version == 0
-    with pytest.raises(NoNodeError) as info:
-        store.multi([CheckOp("/epoch", -1), CreateOp("/missing/child")])
-    assert info.value.op_index == 1 and info.value.path == "/missing"
-    results = store.multi(
-        [
-            CheckOp("/epoch", 0),
-            CreateOp("/p"),
-            CreateOp("/p/seq-", b"s", sequential=True),
-            SetOp("/epoch", b"2"),
-            DeleteOp("/p/seq-0000000000"),
-            CreateOp("/p/eph", ephemeral=True),
-        ]
-    )
-    assert results[0] is True and results[1] == "/p" and results[2] == "/p/seq-0000000000"
-    assert isinstance(results[3], Stat) and results[3].version == 1
-    assert results[4] is True and results[5] == "/p/eph"
-    assert store.get_children("/p") == ["eph"]
-    assert store.exists("/p/eph").ephemeral_owner == store.session_id
-    assert store.multi([]) == []
-
-
-# -- watches
-
-
-def test_data_watches_are_one_shot_and_run_on_the_store_thread(store):
-    rec = Recorder()
-    assert store.exists("/w", watch=rec) is None
-    store.create("/w", b"0")
-    store.get("/w", watch=rec)
-    store.get("/w", watch=rec)  # same watcher twice: still one event
-    store.set("/w", b"1")
-    store.set("/w", b"2")  # no watch left
-    store.get("/w", watch=rec)
-    store.delete("/w")
-    store.wait_for_watches()
-    assert rec.pairs() == [
-        (EventType.CREATED, "/w"),
-        (EventType.CHANGED, "/w"),
-        (EventType.DELETED, "/w"),
-    ]
-    assert threading.current_thread().name not in rec.threads
-
-
-def test_child_watches(store):
-    rec = Recorder()
-    store.create("/t")
-    assert store.get_children("/t", watch=rec) == []
-    store.create("/t/a")
-    store.create("/t/b")
-    store.set("/t", b"data changes do not fire child watches")
-    store.get_children("/t", watch=rec)
-    store.delete("/t/a")
-    store.delete("/t/b")
-    store.get_children("/t", watch=rec)
-    store.delete("/t")
-    store.wait_for_watches()
-    assert rec.pairs() == [
-        (EventType.CHILD, "/t"),
-        (EventType.CHILD, "/t"),
-        (EventType.DELETED, "/t"),
-    ]
-
-
-def test_watchers_of_one_node_each_get_the_event(store):
-    first, second = Recorder(), Recorder()
-    store.create("/n")
-    store.get("/n", watch=first)
-    store.exists("/n", watch=second)
-    store.set("/n", b"x")
-    store.wait_for_watches()
-    assert first.pairs() == second.pairs() == [(EventType.CHANGED, "/n")]
-
-
-def test_watch_sees_the_change_and_may_call_the_store(store):
-    seen = []
-
-    def callback(event: WatchedEvent) -> None:
-        # Re-register from inside the callback, with the read itself (a read followed by a
-        # separate watching read could miss a change between the two).
-        seen.append(store.get(event.path, watch=callback)[0])
-
-    store.create("/c", b"0")
-    store.get("/c", watch=callback)
-    store.set("/c", b"1")
-    store.set("/c", b"2")
-    store.wait_for_watches()
-    assert seen[0] in (b"1", b"2") and seen[-1] == b"2"
-
-
-def test_ephemeral_expiry_fires_watches_of_other_sessions(store, open_store):
-    rec = Recorder()
-    broker = open_store()
-    broker.create("/controller", b"1", ephemeral=True)
-    store.exists("/controller", watch=rec)
-    broker.create("/ids", b"")
-    broker.close()
-    store.wait_for_watches()
-    assert rec.pairs() == [(EventType.DELETED, "/controller")]
-    assert store.exists("/ids") is not None
-
-
-def test_closed_session_drops_its_watches(store, open_store):
-    rec = Recorder()
-    other = open_store()
-    other.exists("/later", watch=rec)
-    other.close()
-    store.create("/later")
-    store.wait_for_watches()
-    assert rec.events == []
 
 
 # -- connection string, chroot, timeouts
