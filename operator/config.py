@@ -66,8 +66,8 @@ _ENV_FIELDS = {
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="odradek-operator",
-        description="Kubernetes operator for Odradek Topic resources. Every flag can also be "
-        f"given as an environment variable {ENV_PREFIX}<FLAG> (for example "
+        description="Kubernetes operator for Odradek Topic, Quota and User resources. Every "
+        f"flag can also be given as an environment variable {ENV_PREFIX}<FLAG> (for example "
         f"{ENV_PREFIX}RESYNC_SECONDS=10).",
     )
     p.add_argument(

@@ -18,6 +18,7 @@ from .clusters import GROUP, register_bootstrap_index
 from .config import OperatorConfig, load_config
 from .quotas import QuotaHandlers
 from .topics import TopicHandlers
+from .users import UserHandlers
 
 FINALIZER = f"{GROUP}/finalizer"
 
@@ -27,6 +28,7 @@ def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
     register_bootstrap_index(registry)
     TopicHandlers(cfg).register(registry)
     QuotaHandlers(cfg).register(registry)
+    UserHandlers(cfg).register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

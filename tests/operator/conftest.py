@@ -61,6 +61,16 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         b.stop()
 
 
+@pytest.fixture(scope="session")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A broker with SASL SCRAM and ACLs (for User resources)."""
+    b = Broker(tmp_path_factory.mktemp("secure-broker"), secure=True).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[[], Broker]]:
     """Extra brokers owned by one test (for tests that stop them)."""

@@ -484,27 +484,46 @@ def _api_versions_ok(port: int) -> bool:
 
 
 class Broker:
-    """One Odradek broker process (embedded metadata store) on 127.0.0.1."""
+    """One Odradek broker process (embedded metadata store) on 127.0.0.1.
 
-    def __init__(self, work: Path) -> None:
+    `secure=True` adds a SASL_PLAINTEXT listener (SCRAM-SHA-512 and -256) and the ACL
+    authorizer. The PLAINTEXT listener stays what the operator and the tests' admin use: its
+    principal, User:ANONYMOUS, is a super user there (the project's client has no SASL).
+    """
+
+    def __init__(self, work: Path, *, secure: bool = False) -> None:
         self.work = work
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.secure = secure
+        self.sasl_port = free_port() if secure else None
+        self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}" if secure else None
         self.process: Process | None = None
 
+    def overrides(self) -> dict[str, str]:
+        out = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.work / "data"),
+            "offsets.topic.replication.factor": "1",
+        }
+        if self.secure:
+            out["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            out.update(
+                {
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": (
+                        "SCRAM-SHA-512,SCRAM-SHA-256"
+                    ),
+                    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                    "super.users": "User:ANONYMOUS",
+                }
+            )
+        return out
+
     def start(self) -> Broker:
-        cmd = [
-            sys.executable,
-            "-m",
-            "odradek.broker.cli",
-            "broker",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            f"log.dirs={self.work / 'data'}",
-            "--override",
-            "offsets.topic.replication.factor=1",
-        ]
+        cmd = [sys.executable, "-m", "odradek.broker.cli", "broker"]
+        for key, value in self.overrides().items():
+            cmd += ["--override", f"{key}={value}"]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
         self.process = Process(
             f"broker:{self.port}", cmd, self.work / "broker.log", env=env
