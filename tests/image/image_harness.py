@@ -1,0 +1,93 @@
+"""Helpers of the image tests: the docker CLI, containers, waiting.
+
+Without a working docker the tests are skipped on a developer machine (`make docker` starts one)
+and FAIL under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IN_CI = os.environ.get("CI", "").lower() == "true"
+BUILD_TIMEOUT = float(os.environ.get("ODRADEK_IMAGE_BUILD_TIMEOUT", "1500"))
+START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "90"))
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the docker CLI; on failure the error shows the command and its stderr."""
+    proc = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"docker {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}",
+            pytrace=False,
+        )
+    return proc
+
+
+def require_docker() -> None:
+    problem = None
+    if shutil.which("docker") is None:
+        problem = "no docker client on PATH"
+    else:
+        info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+        if info.returncode != 0:
+            problem = f"docker does not answer: {info.stderr.strip()[:300]}"
+    if problem:
+        msg = f"{problem}: run `make docker` (scripts/install-docker.sh) first"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}", pytrace=False)
+
+
+class Container:
+    """A detached container started by a test; removed (with -f) at the end of the test."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def inspect(self, template: str) -> str:
+        return docker("inspect", "-f", template, self.name).stdout.strip()
+
+    def logs(self) -> str:
+        proc = docker("logs", self.name, check=False)
+        return proc.stdout + proc.stderr
+
+    def exec(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return docker("exec", self.name, *argv, timeout=timeout, check=False)
+
+    def running(self) -> bool:
+        return self.inspect("{{.State.Running}}") == "true"
+
+    def wait_for_log(self, text: str, timeout: float = START_TIMEOUT) -> None:
+        def seen() -> bool:
+            if not self.running():
+                pytest.fail(
+                    f"container {self.name} exited "
+                    f"{self.inspect('{{.State.ExitCode}}')}:\n{self.logs()}",
+                    pytrace=False,
+                )
+            return text in self.logs()
+
+        wait_until(seen, timeout, f"{text!r} in the logs of {self.name}")
