@@ -14,13 +14,14 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from odradek.broker.client.probe import api_versions_probe
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = REPO / "scripts" / "install-kafka.sh"
@@ -49,32 +50,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> bool:
-    """True when something at host:port answers an ApiVersions v0 request like a Kafka broker."""
-    client_id = b"odradek-probe"
-    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            resp = _recv_exact(s, size)
-    except OSError:
-        return False
-    correlation_id, error_code = struct.unpack_from(">ih", resp)
-    return correlation_id == 1 and error_code == 0
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class ApacheKafka:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from apache_kafka import ApacheKafka, api_versions_probe, free_port
+from apache_kafka import ApacheKafka, free_port
 from confluent_kafka import libversion
+from odradek.broker.client.probe import api_versions_probe
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,12 +24,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from conftest import api_versions_probe, free_port
+from broker_process import BrokerProcess
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from zookeeper import ZkEnsemble
 
-START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "60"))
 CONVERGE_TIMEOUT = float(os.environ.get("ODRADEK_CLUSTER_TIMEOUT", "60"))
 # Short enough that a dead broker's session ends quickly, long enough for a loaded CI machine.
 SESSION_TIMEOUT_MS = 6000
@@ -53,131 +49,20 @@ def run(coro: Any, timeout: float = 30.0) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-class ClusterBroker:
+class ClusterBroker(BrokerProcess):
     """One broker process of a cluster, restartable on the same id, port and directories."""
 
     def __init__(
         self, broker_id: int, base: Path, zk_connect: str, overrides: dict[str, str]
     ) -> None:
-        self.broker_id = broker_id
-        self.data_dir = base / f"broker{broker_id}" / "data"
-        self.log_dir = base / f"broker{broker_id}" / "logs"
-        self.port = free_port()
-        self.zk_connect = zk_connect
-        self.overrides = overrides
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
-        settings = {
-            "broker.id": str(self.broker_id),
-            "zookeeper.connect": self.zk_connect,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.data_dir),
-            **self.overrides,
-        }
-        cmd = [sys.executable, "-m", "odradek.broker.cli", "broker"]
-        for key, value in settings.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
-
-    def launch(self) -> None:
-        assert not self.running, f"broker {self.broker_id} already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        path = self.log_dir / f"broker-{self.starts}.log"
-        self.starts += 1
-        with open(path, "wb") as log:
-            log.write(("$ " + " ".join(self.command()) + "\n").encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                start_new_session=True,
-            )
-
-    def wait_serving(self, timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            code = self.proc.poll()
-            if code is not None:
-                pytest.fail(
-                    f"broker {self.broker_id} exited with {code} at start\n{self.log_tail()}",
-                    pytrace=False,
-                )
-            if api_versions_probe(self.host, self.port):
-                return
-            time.sleep(0.1)
-        pytest.fail(
-            f"broker {self.broker_id} not serving after {timeout}s\n{self.log_tail()}",
-            pytrace=False,
+        super().__init__(
+            base / f"broker{broker_id}" / "data",
+            base / f"broker{broker_id}" / "logs",
+            {"broker.id": str(broker_id), "zookeeper.connect": zk_connect, **overrides},
+            name=f"broker {broker_id}",
         )
-
-    def start(self) -> ClusterBroker:
-        self.launch()
-        self.wait_serving()
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def terminate(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM and wait for the exit (a controlled shutdown); SIGKILL after `timeout`."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def restart(self, *, kill: bool = False) -> ClusterBroker:
-        """SIGTERM (or SIGKILL), then start again on the same id, port and directories."""
-        if kill:
-            self.kill()
-        else:
-            self.terminate()
-        return self.start()
-
-    def pause(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def log_text(self) -> str:
-        parts = []
-        for i in range(self.starts):
-            path = self.log_dir / f"broker-{i}.log"
-            if path.exists():
-                parts.append(f"--- {path.name} ---\n" + path.read_text(errors="replace"))
-        return "\n".join(parts)
-
-    def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        self.broker_id = broker_id
+        self.zk_connect = zk_connect
 
     # -- requests (one short connection each)
 

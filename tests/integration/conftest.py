@@ -15,22 +15,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
-import struct
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import LOG_TAIL_LINES, BrokerProcess
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
-START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "60"))
-LOG_TAIL_LINES = 200
 
 # What a Kafka user sets for a one-broker cluster: internal topics with one replica, and no
 # artificial delay before the first consumer group rebalance.
@@ -44,41 +38,8 @@ SINGLE_NODE_OVERRIDES = {
 _live_brokers: list[OdradekBroker] = []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> bool:
-    """True when host:port answers an ApiVersions v0 request with error code 0."""
-    client_id = b"odradek-tests"
-    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", _recv_exact(s, 4))[0]
-            resp = _recv_exact(s, size)
-    except (OSError, struct.error):
-        return False
-    if len(resp) < 6:
-        return False
-    correlation_id, error_code = struct.unpack_from(">ih", resp)
-    return correlation_id == 7 and error_code == 0
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by broker")
-        buf += chunk
-    return bytes(buf)
-
-
-class OdradekBroker:
-    """One broker process; can be stopped, killed and started again on the same port and dirs."""
+class OdradekBroker(BrokerProcess):
+    """A one-broker cluster on the embedded metadata store (what `make run` starts)."""
 
     def __init__(
         self,
@@ -88,125 +49,14 @@ class OdradekBroker:
         port: int | None = None,
         overrides: dict[str, str] | None = None,
     ) -> None:
-        self.data_dir = data_dir
-        self.log_dir = log_dir
-        self.port = port or free_port()
-        self.overrides = {**SINGLE_NODE_OVERRIDES, **(overrides or {})}
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self.log_path = log_dir / "broker-0.log"
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "odradek.broker.cli",
-            "broker",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            f"log.dirs={self.data_dir}",
-        ]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
-
-    def start(self, timeout: float = START_TIMEOUT) -> OdradekBroker:
-        """Start the process and wait until it answers ApiVersions; fail with its log if not."""
-        assert self.proc is None or self.proc.poll() is not None, "broker already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.log_dir / f"broker-{self.starts}.log"
-        self.starts += 1
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with open(self.log_path, "wb") as log:
-            log.write(("$ " + " ".join(self.command()) + "\n").encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        if self not in _live_brokers:
-            _live_brokers.append(self)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.proc.poll()
-            if code is not None:
-                pytest.fail(
-                    f"odradek broker exited with {code} before accepting requests\n"
-                    f"{self.log_tail()}",
-                    pytrace=False,
-                )
-            if api_versions_probe(self.host, self.port):
-                return self
-            time.sleep(0.1)
-        self.kill()
-        pytest.fail(
-            f"odradek broker did not answer ApiVersions within {timeout}s\n{self.log_tail()}",
-            pytrace=False,
+        super().__init__(
+            data_dir, log_dir, {**SINGLE_NODE_OVERRIDES, **(overrides or {})}, port=port
         )
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (clean shutdown); SIGKILL if it has not exited after ``timeout`` seconds."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, no shutdown work at all."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def pause(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def restart(self, *, kill: bool = False, timeout: float = START_TIMEOUT) -> OdradekBroker:
-        """Stop (or kill -9) and start again with the same port, data and overrides."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start(timeout)
-
-    def log_text(self) -> str:
-        parts = []
-        for i in range(self.starts):
-            path = self.log_dir / f"broker-{i}.log"
-            if path.exists():
-                parts.append(f"--- {path} ---\n" + path.read_text(errors="replace"))
-        return "\n".join(parts)
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+    def launch(self) -> None:
+        super().launch()
+        if self not in _live_brokers:
+            _live_brokers.append(self)
 
 
 class ExternalBroker:

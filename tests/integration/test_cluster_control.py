@@ -139,7 +139,7 @@ def test_sigterm_moves_leadership_before_exit(cluster_factory, role: str) -> Non
         victim = next(b for b in leaders if b != controller)
     led = [p for p, leader in _leaders(before, topic).items() if leader == victim]
     assert led
-    code = c[victim].terminate()
+    code = c[victim].stop()
     assert code == 0, c[victim].log_tail()
     assert "controlled shutdown succeeded" in c[victim].log_text()
     # ZooKeeper's order of events: every moved partition's state was rewritten (new leader,

@@ -215,7 +215,7 @@ def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> No
     writer.start()
     try:
         c.wait_until(lambda: len(delivered) > 50, "acknowledged writes")
-        assert c[leader].terminate() == 0, c[leader].log_tail()
+        assert c[leader].stop() == 0, c[leader].log_tail()
         deregistered = c.zk.get("/brokers/ids")[1].pzxid
         # Leadership moved while the broker was still registered, i.e. before it exited.
         c.wait_until(lambda: any(st["leader"] != leader for _, st in states), "the move seen")

@@ -67,7 +67,7 @@ def elect_raw(c: Cluster, broker: int, election_type: int = 0) -> tuple[int, int
 
 def move_leadership_off_broker_1(c: Cluster) -> None:
     """SIGTERM broker 1 (controlled shutdown moves its leadership), then bring it back."""
-    c[1].terminate()
+    c[1].stop()
     c.wait_until(lambda: state(c)["leader"] in (2, 3), "leadership on broker 2 or 3")
     c.wait_until(lambda: 1 not in c.registered(), "broker 1's registration gone")
     c[1].start()
@@ -106,7 +106,7 @@ def test_auto_leader_rebalance(cluster_factory) -> None:
         },
     )
     create_on(c, [1, 2, 3])
-    c[1].terminate()
+    c[1].stop()
     c.wait_until(lambda: state(c)["leader"] in (2, 3), "leadership on broker 2 or 3")
     c.wait_until(lambda: 1 not in c.registered(), "broker 1's registration gone")
     c[1].start()

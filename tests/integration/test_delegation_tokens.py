@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import free_port
 from cluster import Cluster
 from confluent_kafka.admin import (
     AdminClient,
@@ -23,7 +24,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from kafka.net import sasl as kafka_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol import codec
@@ -367,8 +368,8 @@ def test_token_known_to_every_broker_of_a_cluster(zk_ensemble: ZkEnsemble, tmp_p
     sasl_ports = {}
     for b in cluster.brokers.values():
         sasl_ports[b.broker_id] = free_port()
-        b.overrides = {
-            **b.overrides,
+        b.settings = {
+            **b.settings,
             "listeners": f"PLAINTEXT://127.0.0.1:{b.port},"
             f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b.broker_id]}",
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,

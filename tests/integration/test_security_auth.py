@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from broker_process import free_port
 from certs import CertificateAuthority
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from broker_process import free_port
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers, free_port
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
