@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from odradek.broker.coordinator.group import GroupCoordinator, GroupCoordinatorConfig
 from odradek.broker.coordinator.group import formats as fmt
-from odradek.broker.coordinator.group.metadata import OffsetAndMetadata
+from odradek.broker.coordinator.group.metadata import JoinRequest, OffsetAndMetadata
 from odradek.broker.protocol.errors import ErrorCode as E
 from odradek.broker.records.record import decode_all
 from odradek.broker.replication.partition import PartitionState
@@ -120,8 +120,10 @@ async def join(
     skip: bool = False,
 ):
     return await c.join_group(
-        group, member_id, instance, "client", "/127.0.0.1", rebalance, session, protocol_type,
-        protocols, require_known_member_id=require_known, supports_skip_assignment=skip,
+        JoinRequest(
+            group, member_id, instance, "client", "/127.0.0.1", rebalance, session, protocol_type,
+            protocols, require_known_member_id=require_known, supports_skip_assignment=skip,
+        )
     )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ from .metadata import (
     GroupMetadata,
     GroupState,
     GroupSummary,
+    JoinRequest,
     JoinResult,
     MemberMetadata,
     OffsetAndMetadata,
@@ -167,39 +168,24 @@ class GroupCoordinator:
 
     # --- JoinGroup ---------------------------------------------------------------------
 
-    async def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        *,
-        require_known_member_id: bool = False,
-        supports_skip_assignment: bool = False,
-        reason: str | None = None,
-    ) -> JoinResult:
-        error = self._group_error(group_id, ApiKey.JOIN_GROUP)
+    async def join_group(self, req: JoinRequest) -> JoinResult:
+        member_id = req.member_id
+        error = self._group_error(req.group_id, ApiKey.JOIN_GROUP)
         if error is not None:
             return JoinResult(member_id, error)
         if not (
             self.config.min_session_timeout_ms
-            <= session_timeout_ms
+            <= req.session_timeout_ms
             <= self.config.max_session_timeout_ms
         ):
             return JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
         is_unknown = member_id == ""
-        group = self.manager.get_group(group_id)
+        group = self.manager.get_group(req.group_id)
         if group is None:
             if not is_unknown:
                 return JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(req.group_id, GroupState.EMPTY, now_ms()))
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        reason_text = reason or "not provided"
         if not self._accept_joining_member(group, member_id):
             member = group.members.get(member_id)
             if member is not None:
@@ -208,17 +194,9 @@ class GroupCoordinator:
             group.remove(member_id)
             _resolve(fut, JoinResult("", ErrorCode.GROUP_MAX_SIZE_REACHED))
         elif is_unknown:
-            self._new_member_join(
-                group, group_instance_id, require_known_member_id, supports_skip_assignment,
-                client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                protocol_type, protocols, fut, reason_text,
-            )  # fmt: skip
+            self._new_member_join(group, req, fut)
         else:
-            self._current_member_join(
-                group, member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, fut,
-                reason_text,
-            )  # fmt: skip
+            self._current_member_join(group, req, fut)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._check_join(group)
         return await fut
@@ -234,28 +212,22 @@ class GroupCoordinator:
             ) or group.num_awaiting_join < self.config.max_size
         return group.has(member_id) or group.size < self.config.max_size
 
-    def _new_member_join(
-        self,
-        group: GroupMetadata,
-        instance_id: str | None,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        fut: asyncio.Future[JoinResult],
-        reason: str,
-    ) -> None:
+    def _protocol_error(self, group: GroupMetadata, req: JoinRequest) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
-            _resolve(fut, JoinResult("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _new_member_join(
+        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinResult]
+    ) -> None:
+        error = self._protocol_error(group, req)
+        if error is not None:
+            _resolve(fut, JoinResult("", error))
             return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            _resolve(fut, JoinResult("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        new_member_id = group.generate_member_id(client_id, instance_id)
+        instance_id = req.instance_id
+        new_member_id = group.generate_member_id(req.client_id, instance_id)
         if instance_id is not None:
             old_member_id = group.static_member_id(instance_id)
             if old_member_id is not None:
@@ -264,67 +236,45 @@ class GroupCoordinator:
                     instance_id, group.group_id, group.state.value, new_member_id, old_member_id,
                 )  # fmt: skip
                 self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, instance_id, protocols, fut, reason,
-                    supports_skip_assignment,
-                )  # fmt: skip
+                    group, old_member_id, new_member_id, req, fut
+                )
             else:
-                self._add_member_and_rebalance(
-                    group, new_member_id, instance_id, client_id, client_host,
-                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, fut,
-                    reason,
-                )  # fmt: skip
-        elif require_known_member_id:
+                self._add_member_and_rebalance(group, new_member_id, instance_id, req, fut)
+        elif req.require_known_member_id:
             # KIP-394: hand out the id first; the member joins for real with it.
             group.pending_members.add(new_member_id)
             loop = asyncio.get_running_loop()
             group.pending_expiry[new_member_id] = loop.call_later(
-                session_timeout_ms / 1000, self._on_expire_pending, group, new_member_id
+                req.session_timeout_ms / 1000, self._on_expire_pending, group, new_member_id
             )
             _resolve(fut, JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
         else:
-            self._add_member_and_rebalance(
-                group, new_member_id, None, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, fut, reason,
-            )  # fmt: skip
+            self._add_member_and_rebalance(group, new_member_id, None, req, fut)
 
     def _current_member_join(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        fut: asyncio.Future[JoinResult],
-        reason: str,
+        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinResult]
     ) -> None:
-        if group.is_(GroupState.DEAD):
-            _resolve(fut, JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            _resolve(fut, JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        member_id = req.member_id
+        error = self._protocol_error(group, req)
+        if error is not None:
+            _resolve(fut, JoinResult(member_id, error))
             return
         if group.is_pending_member(member_id):
-            if instance_id is not None:
+            if req.instance_id is not None:
                 # A pending member id was never handed to a static member.
                 _resolve(fut, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return
-            self._add_member_and_rebalance(
-                group, member_id, None, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, fut, reason,
-            )  # fmt: skip
+            self._add_member_and_rebalance(group, member_id, None, req, fut)
             return
-        error = self._validate_member(group, member_id, instance_id)
+        error = self._validate_member(group, member_id, req.instance_id)
         if error is not None:
             _resolve(fut, JoinResult(member_id, error))
             return
         member = group.get(member_id)
+        protocols = req.protocols
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, reason, fut)
+            self._update_member_and_rebalance(group, member, protocols, req.reason, fut)
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # The member missed the join response: answer with this generation again.
@@ -377,19 +327,10 @@ class GroupCoordinator:
         group: GroupMetadata,
         member_id: str,
         instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
+        req: JoinRequest,
         fut: asyncio.Future[JoinResult],
-        reason: str,
     ) -> None:
-        member = MemberMetadata(
-            member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
-            session_timeout_ms, protocol_type, protocols,
-        )  # fmt: skip
+        member = req.new_member(member_id, instance_id)
         member.is_new = True
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
@@ -401,7 +342,7 @@ class GroupCoordinator:
         # join timeout removes members whose client gave up.
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(
-            group, f"adding member {member_id} (instance {instance_id}); reason: {reason}"
+            group, f"adding member {member_id} (instance {instance_id}); reason: {req.reason}"
         )
 
     def _update_member_and_rebalance(
@@ -420,12 +361,14 @@ class GroupCoordinator:
         group: GroupMetadata,
         old_member_id: str,
         new_member_id: str,
-        instance_id: str,
-        protocols: list[tuple[str, bytes]],
+        req: JoinRequest,
         fut: asyncio.Future[JoinResult],
-        reason: str,
-        supports_skip_assignment: bool,
     ) -> None:
+        instance_id = req.instance_id
+        assert instance_id is not None
+        protocols = req.protocols
+        reason = req.reason
+        supports_skip_assignment = req.supports_skip_assignment
         current_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         self._schedule_heartbeat(group, member)

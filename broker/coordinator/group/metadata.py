@@ -64,6 +64,31 @@ class JoinResult:
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """What a JoinGroup asks for, as the coordinator's join paths pass it along."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool = False
+    supports_skip_assignment: bool = False
+    reason: str = "not provided"
+
+    def new_member(self, member_id: str, instance_id: str | None) -> MemberMetadata:
+        return MemberMetadata(
+            member_id, instance_id, self.client_id, self.client_host,
+            self.rebalance_timeout_ms, self.session_timeout_ms, self.protocol_type,
+            self.protocols,
+        )  # fmt: skip
+
+
 @dataclass
 class SyncResult:
     error: ErrorCode

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...coordinator.group.metadata import JoinRequest
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...security.acl import AclOperation as Op
@@ -43,21 +44,22 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
             "members": [],
         }
     session_timeout = req["session_timeout_ms"]
+    join = JoinRequest(
+        group_id=req["group_id"],
+        member_id=req["member_id"],
+        instance_id=req.get("group_instance_id") if v >= 5 else None,
+        client_id=ctx.header.client_id or "",
+        client_host="/" + ctx.conn.peer_host,
+        rebalance_timeout_ms=req["rebalance_timeout_ms"] if v >= 1 else session_timeout,
+        session_timeout_ms=session_timeout,
+        protocol_type=req["protocol_type"],
+        protocols=[(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
+        reason=(req.get("reason") if v >= 8 else None) or "not provided",
+    )
     with ctx.waiting():  # parked until the rebalance completes
-        result = await ctx.broker.group_coordinator.join_group(
-            req["group_id"],
-            req["member_id"],
-            req.get("group_instance_id") if v >= 5 else None,
-            ctx.header.client_id or "",
-            "/" + ctx.conn.peer_host,
-            req["rebalance_timeout_ms"] if v >= 1 else session_timeout,
-            session_timeout,
-            req["protocol_type"],
-            [(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
-            require_known_member_id=v >= 4,
-            supports_skip_assignment=v >= 9,
-            reason=req.get("reason") if v >= 8 else None,
-        )
+        result = await ctx.broker.group_coordinator.join_group(join)
     protocol_name = result.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
