@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from odradek.broker.client.probe import api_versions_probe
+from odradek.broker.client.blocking import api_versions_probe
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = REPO / "scripts" / "install-kafka.sh"

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from apache_kafka import ApacheKafka, free_port
 from confluent_kafka import libversion
-from odradek.broker.client.probe import api_versions_probe
+from odradek.broker.client.blocking import api_versions_probe
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Self
 
 import pytest
-from odradek.broker.client.probe import api_versions_probe
+from odradek.broker.client.blocking import api_versions_probe
 
 START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "60"))
 STOP_TIMEOUT = 60.0  # a controlled shutdown moves leadership first; SIGKILL after this

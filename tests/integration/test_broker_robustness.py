@@ -28,6 +28,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from odradek.broker.client.blocking import recv_exact
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.primitives import write_uvarint
@@ -339,8 +340,8 @@ def run_batch(
         sock = socket.create_connection((host, port), timeout=OUTCOME_DEADLINE)
         if say_hello:  # a healthy request first: a live session that then goes bad
             sock.sendall(hello)
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-            _recv_exact(sock, size)
+            (size,) = struct.unpack(">i", recv_exact(sock, 4))
+            recv_exact(sock, size)
         conn = BadConnection(category, allowed, payload, sock)
         try:
             sock.sendall(payload)
@@ -391,22 +392,12 @@ def run_batch(
     return open_conns
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
-
-
 def advertised_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
     frame = codec.encode_request(ApiKey.API_VERSIONS, 0, 1, CLIENT_ID, {})
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        _, response = codec.decode_response(ApiKey.API_VERSIONS, 0, _recv_exact(sock, size))
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        _, response = codec.decode_response(ApiKey.API_VERSIONS, 0, recv_exact(sock, size))
     return {e["api_key"]: (e["min_version"], e["max_version"]) for e in response["api_keys"]}
 
 

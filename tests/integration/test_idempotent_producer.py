@@ -8,15 +8,13 @@ with a chosen producer id, epoch and sequence.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from odradek.broker.protocol import codec
+from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records import batch as rb
@@ -29,31 +27,11 @@ IO_TIMEOUT = 30.0
 # --- raw protocol helpers -------------------------------------------------------------------
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
-
-
-class Wire:
-    """One connection speaking requests encoded by the project's codec."""
+class Wire(BlockingConnection):
+    """The project's blocking connection with the requests these tests send."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=IO_TIMEOUT)
-        self.correlation_id = 0
-
-    def call(self, api_key: int, version: int, body: dict) -> dict:
-        self.correlation_id += 1
-        frame = codec.encode_request(api_key, version, self.correlation_id, CLIENT_ID, body)
-        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv_exact(self.sock, 4))
-        got, response = codec.decode_response(api_key, version, _recv_exact(self.sock, size))
-        assert got == self.correlation_id
-        return response
+        super().__init__(host, port, timeout=IO_TIMEOUT, client_id=CLIENT_ID)
 
     def init_producer_id(self, version: int = 4, **body) -> dict:
         request = {"transactional_id": None, "transaction_timeout_ms": 60000, **body}
@@ -102,15 +80,6 @@ class Wire:
         part = response["responses"][0]["partitions"][0]
         assert part["error_code"] == ErrorCode.NONE
         return bytes(part["records"] or b"")
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Wire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def idempotent_batch(pid: int, epoch: int, seq: int, values: list[str]) -> bytes:
