@@ -239,3 +239,30 @@ def test_two_quotas_for_one_entity_the_older_wins(
     assert broker_quotas(broker.bootstrap)[dave] == {"producer_byte_rate": 1111.0}
     kube.kubectl("delete", "quota", "first", "-n", namespace, "--timeout=60s")
     assert dave not in broker_quotas(broker.bootstrap)
+
+
+def test_unreachable_brokers_are_retried_and_deletion_does_not_hang(
+    kube: ControlPlane, broker_factory: Any, operator: Operator, namespace: str
+) -> None:
+    lonely = broker_factory()
+    spec = {"user": {"name": "erin"}, "producerByteRate": 1000}
+    kube.apply(quota("erin", bootstrap=lonely.bootstrap, **spec), namespace)
+    wait_ready(kube, "quota", namespace, "erin")
+    lonely.stop()
+    kube.apply(
+        quota("erin", bootstrap=lonely.bootstrap, **{**spec, "producerByteRate": 2000}), namespace
+    )
+
+    def retried() -> dict | None:
+        obj = kube.get("quota", "erin", namespace)
+        retry = (obj.get("status") or {}).get("retry") or {}
+        return obj if retry.get("attempt", 0) >= 2 and retry.get("nextAttemptTime") else None
+
+    obj = wait_until(retried, 60, what="retries counted in status")
+    assert condition(obj)["reason"] == "ClusterUnreachable"
+    assert condition(obj)["observedGeneration"] == 2
+    assert lonely.bootstrap in obj["status"]["retry"]["lastError"]
+    # the finalizer gives up after the bound (15 s in these tests) instead of blocking forever
+    kube.kubectl("delete", "quota", "erin", "-n", namespace, "--wait=false")
+    wait_until(lambda: kube.get("quota", "erin", namespace) is None, 120, what="resource released")
+    assert "DeletionAbandoned" in event_reasons(kube, namespace, "erin")
