@@ -1,0 +1,630 @@
+"""The Helm chart charts/odradek: lint, schema, and what it renders against a real API server.
+
+helm is the binary scripts/install-helm.sh builds (`make helm`) into ~/.cache/odradek/tools/bin;
+without it these tests are skipped on a developer machine and FAIL under CI=true. Rendered
+manifests go to the `kube` fixture's kube-apiserver with `kubectl apply --server-side
+--dry-run=server` (admission, schema and RBAC checks of the real server, nothing persisted), the
+chart's CRDs applied for real first. The operator Deployment's RBAC is checked by running the
+operator process as the chart's ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kube_harness import IN_CI, ROOT, Broker, ControlPlane, Operator, wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+CHART = ROOT / "charts" / "odradek"
+RELEASE = "odr"
+
+
+# -- helm ------------------------------------------------------------------------------------
+
+
+def helm_bin() -> Path:
+    """Where scripts/install-helm.sh puts helm (ODRADEK_HELM overrides)."""
+    if os.environ.get("ODRADEK_HELM"):
+        return Path(os.environ["ODRADEK_HELM"])
+    cache = Path(os.environ.get("ODRADEK_CACHE") or Path.home() / ".cache" / "odradek")
+    return cache / "tools" / "bin" / "helm"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    path = helm_bin()
+    if not os.access(path, os.X_OK):
+        msg = f"helm not at {path}: run `make helm` (scripts/install-helm.sh) first"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return path
+
+
+def run_helm(
+    helm: Path, *args: str, check: bool = True, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    # helm keeps caches and config under $HOME; point them at a throw-away place.
+    env = {**os.environ}
+    if home is not None:
+        env.update(
+            HELM_CACHE_HOME=str(home / "cache"),
+            HELM_CONFIG_HOME=str(home / "config"),
+            HELM_DATA_HOME=str(home / "data"),
+        )
+    result = subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    if check and result.returncode != 0:
+        pytest.fail(
+            f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}",
+            pytrace=False,
+        )
+    return result
+
+
+def write_values(tmp_path: Path, values: dict, name: str = "values.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def render(
+    helm: Path,
+    tmp_path: Path,
+    values: dict | None = None,
+    namespace: str = "default",
+    *extra: str,
+) -> list[dict]:
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace, *extra]
+    if values:
+        args += ["-f", str(write_values(tmp_path, values))]
+    out = run_helm(helm, *args, home=tmp_path / "helm").stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def find(docs: list[dict], kind: str, name: str) -> dict:
+    for d in docs:
+        if d["kind"] == kind and d["metadata"]["name"] == name:
+            return d
+    pytest.fail(f"no {kind} {name} in {[(d['kind'], d['metadata']['name']) for d in docs]}")
+
+
+def container(pod_spec: dict, name: str) -> dict:
+    return next(c for c in pod_spec["containers"] if c["name"] == name)
+
+
+def env_of(c: dict) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
+
+
+def properties(text: str) -> dict[str, str]:
+    props = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            props[k.strip()] = v.strip()
+    return props
+
+
+# -- lint and schema (no API server needed) ------------------------------------------------
+
+
+# Value sets beside the defaults: what a user changes most (sizes, storage off, a namespaced
+# operator, an external ZooKeeper, extra broker config).
+SMALL = {
+    "broker": {
+        "replicas": 1,
+        "config": {
+            "num.partitions": 3,
+            "log.retention.ms": 604800000,
+            "auto.create.topics.enable": False,
+        },
+        "persistence": {"enabled": False},
+        "antiAffinity": "none",
+        "podDisruptionBudget": {"enabled": False},
+    },
+    "zookeeper": {"replicas": 1, "persistence": {"enabled": False}, "heapMB": 256},
+    "operator": {"verbose": True, "resyncSeconds": 10},
+}
+LARGE = {
+    "clusterName": "prod",
+    "broker": {
+        "replicas": 5,
+        "antiAffinity": "hard",
+        "persistence": {
+            "size": "100Gi",
+            "storageClass": "fast",
+            "retentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+        },
+        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
+        "config": {"min.insync.replicas": 2, "log.cleaner.min.cleanable.ratio": 0.3},
+        "service": {"type": "LoadBalancer"},
+    },
+    "zookeeper": {
+        "enabled": False,
+        "external": {"connect": "zk-a:2181,zk-b:2181"},
+        "chroot": "/kafka/prod",
+    },
+    "operator": {"clusters": ["prod"], "allowBootstrapAnnotation": True},
+}
+
+
+def test_lint(helm: Path, tmp_path: Path) -> None:
+    for values in (None, SMALL, LARGE):
+        extra = ["-f", str(write_values(tmp_path, values))] if values else []
+        for strict in ([], ["--strict"]):
+            r = run_helm(helm, "lint", str(CHART), *strict, *extra, home=tmp_path / "helm")
+            assert "0 chart(s) failed" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"broker": {"replicas": "three"}}, "/broker/replicas"),
+        ({"broker": {"replicas": 0}}, "/broker/replicas"),
+        ({"broker": {"replicaz": 3}}, "replicaz"),
+        ({"broker": {"antiAffinity": "sometimes"}}, "/broker/antiAffinity"),
+        ({"broker": {"config": {"bad key": "x"}}}, "bad key"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+        ({"zookeeper": {"enabled": False}}, "/zookeeper/external/connect"),
+        ({"operator": {"watchNamespaces": ["Not_A_Namespace"]}}, "/operator/watchNamespaces/0"),
+    ],
+)
+def test_schema_rejects(helm: Path, tmp_path: Path, values: dict, path: str) -> None:
+    f = write_values(tmp_path, values)
+    r = run_helm(
+        helm, "template", RELEASE, str(CHART), "-f", str(f), check=False, home=tmp_path / "helm"
+    )
+    assert r.returncode != 0, f"rendered with {values}:\n{r.stdout[:2000]}"
+    assert path in r.stderr, r.stderr
+    # lint reports the same values as errors
+    r = run_helm(helm, "lint", str(CHART), "-f", str(f), check=False, home=tmp_path / "helm")
+    assert r.returncode != 0 and path in r.stdout, r.stdout
+
+
+def test_chart_set_keys_cannot_be_overridden(helm: Path, tmp_path: Path) -> None:
+    f = write_values(tmp_path, {"broker": {"config": {"broker.id": 7}}})
+    r = run_helm(helm, "template", RELEASE, str(CHART), "-f", str(f), check=False)
+    assert r.returncode != 0 and "broker.config.broker.id is set by the chart" in r.stderr
+
+
+def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
+    """What users rely on: stable DNS names, broker.id = ordinal, a PVC each, a PDB, soft
+    anti-affinity, readiness on Metadata, time for the controlled shutdown."""
+    ns = "kafka"
+    docs = render(helm, tmp_path, None, ns)
+    sts = find(docs, "StatefulSet", f"{RELEASE}-broker")
+    headless = find(docs, "Service", f"{RELEASE}-broker-headless")
+    spec = sts["spec"]
+    pod = spec["template"]["spec"]
+    broker = container(pod, "broker")
+
+    assert spec["replicas"] == 3
+    assert spec["serviceName"] == headless["metadata"]["name"]
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    assert headless["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+
+    # broker.id and the advertised listener come from the pod, expanded by the kubelet
+    env = env_of(broker)
+    assert env["BROKER_ID"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+    }
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    args = broker["args"]
+    assert broker["command"] == ["odradek"] and args[0] == "broker"
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "--override"]
+    assert "broker.id=$(BROKER_ID)" in overrides
+    assert (
+        f"advertised.listeners=PLAINTEXT://$(POD_NAME).{RELEASE}-broker-headless."
+        "$(POD_NAMESPACE).svc.cluster.local:9092"
+    ) in overrides
+    # so pod odr-broker-1 in namespace kafka advertises:
+    expanded = [
+        o.replace("$(POD_NAME)", f"{RELEASE}-broker-1").replace("$(POD_NAMESPACE)", ns)
+        for o in overrides
+    ]
+    assert (
+        f"advertised.listeners=PLAINTEXT://{RELEASE}-broker-1.{RELEASE}-broker-headless.{ns}"
+        ".svc.cluster.local:9092"
+    ) in expanded
+
+    # server.properties: log dirs on the PVC, ZooKeeper ensemble with a chroot
+    config_path = args[args.index("--config") + 1]
+    cm = find(docs, "ConfigMap", f"{RELEASE}-broker")
+    props = properties(cm["data"][Path(config_path).name])
+    mounts = {m["name"]: m["mountPath"] for m in broker["volumeMounts"]}
+    assert Path(config_path).parent == Path(mounts["config"])
+    assert props["log.dirs"].startswith(mounts["data"] + "/")
+    assert props["listeners"] == "PLAINTEXT://:9092"
+    assert props["controlled.shutdown.enable"] == "true"
+    assert props["offsets.topic.replication.factor"] == "3"
+    hosts, _, chroot = props["zookeeper.connect"].partition("/")
+    assert chroot == f"odradek/{ns}/{RELEASE}"
+    assert hosts.split(",") == [
+        f"{RELEASE}-zookeeper-{i}.{RELEASE}-zookeeper-headless.{ns}.svc.cluster.local:2181"
+        for i in range(3)
+    ]
+
+    # a PVC per broker
+    (claim,) = spec["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert "data" not in {v["name"] for v in pod.get("volumes", [])}
+
+    # at most one broker voluntarily down
+    pdb = find(docs, "PodDisruptionBudget", f"{RELEASE}-broker")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+    # soft anti-affinity between brokers
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    )
+
+    # ready when it answers Metadata; SIGTERM gets time for the controlled shutdown
+    probe = broker["readinessProbe"]["exec"]["command"]
+    assert probe[:3] == ["odradek", "topics", "list"]
+    assert probe[probe.index("--bootstrap-server") + 1] == "127.0.0.1:9092"
+    assert pod["terminationGracePeriodSeconds"] >= 60
+    assert broker["resources"]["requests"]
+
+
+def test_broker_config_values(helm: Path, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, LARGE, "prod")
+    props = properties(find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
+    # numbers keep their digits (no float exponent), the user's values win over the chart's
+    assert props["min.insync.replicas"] == "2"
+    assert props["log.cleaner.min.cleanable.ratio"] == "0.3"
+    assert props["offsets.topic.replication.factor"] == "3"
+    assert props["zookeeper.connect"] == "zk-a:2181,zk-b:2181/kafka/prod"
+    assert not [d for d in docs if "zookeeper" in d["metadata"]["name"]]
+    small = render(helm, tmp_path, SMALL, "dev")
+    props = properties(find(small, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
+    assert props["log.retention.ms"] == "604800000"
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["offsets.topic.replication.factor"] == "1"
+    assert props["transaction.state.log.min.isr"] == "1"
+    zk = find(small, "ConfigMap", f"{RELEASE}-zookeeper")
+    assert "server.1=" not in zk["data"]["zoo.cfg"]
+
+
+def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, None, "kafka")
+    sts = find(docs, "StatefulSet", f"{RELEASE}-zookeeper")
+    pod = sts["spec"]["template"]["spec"]
+    zk = container(pod, "zookeeper")
+    cfg_dir = env_of(zk)["ZOOCFGDIR"]
+    mounts = {m["name"]: m["mountPath"] for m in zk["volumeMounts"]}
+    assert mounts["config"] == cfg_dir
+    zoo = properties(find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["zoo.cfg"])
+    servers = {k: v for k, v in zoo.items() if k.startswith("server.")}
+    assert servers == {
+        f"server.{i + 1}": f"{RELEASE}-zookeeper-{i}.{RELEASE}-zookeeper-headless.kafka.svc"
+        f".cluster.local:2888:3888;2181"
+        for i in range(3)
+    }
+    assert zoo["dataDir"].startswith(mounts["data"] + "/")
+    # myid = ordinal + 1, written into dataDir before the server starts
+    (init,) = pod["initContainers"]
+    assert env_of(init)["POD_INDEX"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+    }
+    assert f"> {zoo['dataDir']}/myid" in init["command"][-1]
+    assert "$((POD_INDEX + 1))" in init["command"][-1]
+    assert zk["command"] == ["zkServer.sh", "start-foreground"]
+    assert find(docs, "PodDisruptionBudget", f"{RELEASE}-zookeeper")["spec"]["maxUnavailable"] == 1
+
+
+def test_bootstrap_service_found_by_operator(helm: Path, tmp_path: Path) -> None:
+    """The operator's own Service index maps the chart's bootstrap Service to the cluster."""
+    from odradek.operator import clusters
+
+    docs = render(helm, tmp_path, LARGE, "prod")
+    services = [
+        d
+        for d in docs
+        if d["kind"] == "Service"
+        and d["metadata"]["labels"].get(clusters.CLUSTER_LABEL)
+        and d["metadata"]["labels"].get(clusters.BOOTSTRAP_LABEL) == "true"
+    ]
+    assert [s["metadata"]["name"] for s in services] == [f"{RELEASE}-bootstrap"]
+    svc = services[0]
+    index = clusters.bootstrap_services(
+        namespace="prod",
+        name=svc["metadata"]["name"],
+        labels=svc["metadata"]["labels"],
+        spec=svc["spec"],
+    )
+    assert index == {("prod", "prod"): f"{RELEASE}-bootstrap.prod.svc:9092"}
+    # the default cluster name is the release name
+    docs = render(helm, tmp_path, None, "default")
+    labels = find(docs, "Service", f"{RELEASE}-bootstrap")["metadata"]["labels"]
+    assert labels[clusters.CLUSTER_LABEL] == RELEASE
+
+
+def test_helm_test_pod(helm: Path, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, None, "kafka")
+    (pod,) = [d for d in docs if d["kind"] == "Pod"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    c = pod["spec"]["containers"][0]
+    script = c["args"][0]
+    for step in ("odradek topics create", "odradek produce", "odradek consume"):
+        assert step in script
+    assert env_of(c)["BOOTSTRAP"] == f"{RELEASE}-bootstrap.kafka.svc.cluster.local:9092"
+    # no render leaves it out
+    docs = render(helm, tmp_path, None, "kafka", "--skip-tests")
+    assert not [d for d in docs if d["kind"] == "Pod"]
+
+
+# -- against the API server ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chart_crds(kube: ControlPlane, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The chart's CRDs (crds/, what `helm install` installs) applied for real."""
+    tmp = tmp_path_factory.mktemp("crds")
+    out = run_helm(
+        helm, "template", RELEASE, str(CHART), "--include-crds", home=tmp / "helm"
+    ).stdout
+    crds = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "CustomResourceDefinition"]
+    if crds:
+        kube.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input="\n---\n".join(json.dumps(c) for c in crds),
+        )
+        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+
+def make_namespace(kube: ControlPlane, name: str) -> str:
+    if kube.kubectl("get", "namespace", name, check=False).returncode != 0:
+        kube.kubectl("create", "namespace", name)
+    # What the serviceaccount controller makes in a real cluster; pods are admitted against it.
+    if kube.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
+        kube.kubectl("create", "serviceaccount", "default", "-n", name)
+    return name
+
+
+def dry_run_apply(kube: ControlPlane, docs: list[dict]) -> str:
+    text = "\n---\n".join(json.dumps(d) for d in docs)
+    r = kube.kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--field-manager=helm-test",
+        "-f",
+        "-",
+        input=text,
+        check=False,
+    )
+    assert r.returncode == 0, f"API server rejected the rendered chart:\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.mark.parametrize("values_name", ["default", "small", "large", "namespaced"])
+def test_rendered_manifests_accepted(
+    kube: ControlPlane,
+    chart_crds: None,
+    helm: Path,
+    tmp_path: Path,
+    namespace: str,
+    values_name: str,
+) -> None:
+    make_namespace(kube, namespace)
+    values = {
+        "default": None,
+        "small": SMALL,
+        "large": LARGE,
+        "namespaced": {
+            "operator": {"watchNamespaces": [namespace, make_namespace(kube, f"{namespace}-b")]}
+        },
+    }[values_name]
+    docs = render(helm, tmp_path, values, namespace)
+    kinds = {d["kind"] for d in docs}
+    assert {"StatefulSet", "Service", "Deployment", "ServiceAccount", "Pod"} <= kinds
+    out = dry_run_apply(kube, docs)
+    for d in docs:
+        assert re.search(rf"\b{d['metadata']['name']}\b.*serverside-applied", out, re.I) or (
+            d["metadata"]["name"] in out
+        ), f"{d['kind']} {d['metadata']['name']} not applied:\n{out}"
+    if values_name == "namespaced":
+        roles = [d for d in docs if d["kind"] == "Role"]
+        assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(
+            [namespace, f"{namespace}-b"]
+        )
+        (cr,) = [d for d in docs if d["kind"] == "ClusterRole"]
+        # cluster-wide only reading: CRDs, and namespaces (kopf lists them at start-up)
+        assert {
+            (g, r) for rule in cr["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+        } == {
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("", "namespaces"),
+        }
+        assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cr["rules"])
+
+
+def test_notes(kube: ControlPlane, helm: Path, tmp_path: Path) -> None:
+    """NOTES.txt: how to reach the bootstrap Service and apply a Topic."""
+    r = run_helm(
+        helm,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--dry-run=client",
+        "--namespace",
+        "kafka",
+        "--kubeconfig",
+        str(kube.kubeconfig),
+        home=tmp_path / "helm",
+    )
+    notes = r.stdout.split("NOTES:", 1)[1]
+    assert f"{RELEASE}-bootstrap.kafka.svc.cluster.local:9092" in notes
+    assert "kind: Topic" in notes and f"cluster: {RELEASE}" in notes
+    assert f"helm test {RELEASE}" in notes
+
+
+# -- the operator's RBAC ---------------------------------------------------------------------
+
+
+def can_i(kube: ControlPlane, user: str, verb: str, resource: str, ns: str | None) -> bool:
+    args = ["auth", "can-i", verb, resource, f"--as={user}"]
+    args += ["-n", ns] if ns else ["--all-namespaces"]
+    return kube.kubectl(*args, check=False).stdout.strip() == "yes"
+
+
+@pytest.fixture
+def installed(
+    kube: ControlPlane, chart_crds: None, helm: Path, tmp_path: Path, namespace: str
+) -> Iterator[tuple[str, list[dict]]]:
+    """The chart's ServiceAccount and RBAC objects created for real, operator namespaced to
+    the test's namespace (the rest of the chart needs a kubelet; it is only dry-run)."""
+    make_namespace(kube, namespace)
+    values = {"operator": {"watchNamespaces": [namespace]}, "fullnameOverride": namespace}
+    docs = render(helm, tmp_path, values, namespace)
+    rbac = [
+        d
+        for d in docs
+        if d["kind"]
+        in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    ]
+    kube.kubectl(
+        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
+    )
+    yield namespace, docs
+    for d in rbac:
+        if d["kind"].startswith("Cluster"):
+            kube.kubectl(
+                "delete", d["kind"], d["metadata"]["name"], "--ignore-not-found", check=False
+            )
+
+
+def test_operator_rbac_least_privilege(
+    kube: ControlPlane, installed: tuple[str, list[dict]]
+) -> None:
+    ns, _ = installed
+    sa = f"system:serviceaccount:{ns}:{ns}-operator"
+    allowed = [
+        ("watch", "topics.kafka.odradek.io"),
+        ("patch", "topics.kafka.odradek.io"),
+        ("patch", "topics.kafka.odradek.io/status"),
+        ("list", "quotas.kafka.odradek.io"),
+        ("list", "users.kafka.odradek.io"),
+        ("list", "services"),
+        ("watch", "services"),
+        ("create", "events"),
+        ("create", "secrets"),
+        ("get", "secrets"),
+    ]
+    for verb, res in allowed:
+        assert can_i(kube, sa, verb, res, ns), f"operator cannot {verb} {res} in {ns}"
+    denied = [
+        ("list", "secrets"),
+        ("watch", "secrets"),
+        ("create", "topics.kafka.odradek.io"),
+        ("delete", "topics.kafka.odradek.io"),
+        ("create", "pods"),
+        ("delete", "services"),
+        ("update", "configmaps"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+    ]
+    for verb, res in denied:
+        assert not can_i(kube, sa, verb, res, ns), f"operator may {verb} {res} in {ns}"
+    # nothing in another namespace; cluster-wide only reading CRDs
+    other = make_namespace(kube, f"{ns}-other")
+    assert not can_i(kube, sa, "list", "topics.kafka.odradek.io", other)
+    assert not can_i(kube, sa, "list", "topics.kafka.odradek.io", None)
+    assert can_i(kube, sa, "watch", "customresourcedefinitions.apiextensions.k8s.io", None)
+    assert can_i(kube, sa, "list", "namespaces", None)
+    assert not can_i(kube, sa, "delete", "namespaces", None)
+    assert not can_i(kube, sa, "create", "customresourcedefinitions.apiextensions.k8s.io", None)
+
+
+def test_operator_runs_with_chart_rbac(
+    kube: ControlPlane,
+    installed: tuple[str, list[dict]],
+    broker: Broker,
+    tmp_path: Path,
+) -> None:
+    """The operator, authenticated as the chart's ServiceAccount, reconciles a Topic: the RBAC
+    is enough for kopf and the handlers (no request forbidden)."""
+    ns, docs = installed
+    sa_name = f"{ns}-operator"
+    deploy = find(docs, "Deployment", f"{ns}-operator")
+    args = container(deploy["spec"]["template"]["spec"], "operator").get("args", [])
+    assert f"--namespace={ns}" in args
+    kubeconfig = kube.kubeconfig_for(
+        f"system:serviceaccount:{ns}:{sa_name}",
+        groups=("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
+    )
+    # $KUBECONFIG is a colon-separated list: the file's name must not contain the user's colons
+    sa_kubeconfig = tmp_path / "kubeconfig-operator-sa"
+    sa_kubeconfig.write_text(kubeconfig.read_text())
+    op = Operator(kube, tmp_path / "operator")
+    op.process.env["KUBECONFIG"] = str(sa_kubeconfig)
+    op.process.cmd = [*op.process.cmd, *args]
+    cluster = f"c-{ns}"
+    op.process.cmd.append(f"--cluster={cluster}")
+    op.start()
+    try:
+        kube.apply(
+            {
+                "apiVersion": "kafka.odradek.io/v1alpha1",
+                "kind": "Topic",
+                "metadata": {
+                    "name": "rbac-check",
+                    "annotations": {"kafka.odradek.io/bootstrap-servers": broker.bootstrap},
+                },
+                "spec": {"cluster": cluster, "partitions": 2},
+            },
+            namespace=ns,
+        )
+
+        def ready() -> bool:
+            obj = kube.get("topic", "rbac-check", ns) or {}
+            return any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in (obj.get("status") or {}).get("conditions") or []
+            )
+
+        wait_until(ready, 90, what="Topic Ready through the operator running as the chart's SA")
+        events = json.loads(
+            kube.kubectl(
+                "get",
+                "events",
+                "-n",
+                ns,
+                "--field-selector",
+                "involvedObject.name=rbac-check",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        assert events, "no event posted for the Topic"
+        kube.kubectl("delete", "topic", "rbac-check", "-n", ns, "--wait=false")
+        wait_until(lambda: kube.get("topic", "rbac-check", ns) is None, 60, what="Topic finalized")
+    finally:
+        op.stop()
+    log = op.process.log_path.read_text(errors="replace")
+    forbidden = [
+        line
+        for line in log.splitlines()
+        if re.search(r"forbidden|\b403\b|Not enough permissions", line, re.I)
+    ]
+    assert not forbidden, "\n".join(forbidden)
