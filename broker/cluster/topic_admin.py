@@ -125,18 +125,36 @@ def collides(a: str, b: str) -> bool:
 # -- replica placement -------------------------------------------------------------------------
 
 
+def rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Brokers taken one rack at a time, racks and brokers in sorted order: a rack-aware
+    round-robin over this list places consecutive leaders in different racks."""
+    by_rack: dict[str, list[int]] = {}
+    for broker, rack in racks.items():
+        by_rack.setdefault(rack, []).append(broker)
+    queues = [sorted(by_rack[r]) for r in sorted(by_rack)]
+    out: list[int] = []
+    depth = 0
+    while len(out) < len(racks):
+        out.extend(q[depth] for q in queues if depth < len(q))
+        depth += 1
+    return out
+
+
 def assign_replicas(
     broker_ids: Sequence[int],
     num_partitions: int,
     replication_factor: int,
     *,
+    racks: Mapping[int, str | None] | None = None,
     start_index: int = -1,
     start_partition: int = 0,
     rng: random.Random | None = None,
 ) -> dict[int, tuple[int, ...]]:
-    """Kafka's rack-unaware placement: partition leaders round-robin over the sorted brokers
-    from a (random) start, followers at a shift that grows every full round, so leaders and
-    followers both spread evenly."""
+    """Kafka's placement: partition leaders round-robin over the brokers from a (random)
+    start, followers at a shift that grows every full round, so leaders and followers both
+    spread evenly. When the brokers have racks (`broker.rack`), the brokers are ordered rack by
+    rack and a follower is skipped while its rack, or the broker itself, already holds a
+    replica and another rack, or broker, holds none (Kafka's rack-aware assignment)."""
     if num_partitions <= 0:
         raise KafkaError(
             ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
@@ -145,14 +163,26 @@ def assign_replicas(
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
         )
-    brokers = sorted(broker_ids)
-    if replication_factor > len(brokers):
+    if replication_factor > len(broker_ids):
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(brokers)}.",
+            f"{len(broker_ids)}.",
         )
+    rack_of = {b: (racks or {}).get(b) for b in broker_ids}
+    if all(r is None for r in rack_of.values()):
+        brokers = sorted(broker_ids)
+        rack_of = {}
+    elif any(r is None for r in rack_of.values()):
+        # Kafka's AdminOperationException (answered as UNKNOWN_SERVER_ERROR).
+        raise KafkaError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Not all brokers have rack information for replica rack aware assignment.",
+        )
+    else:
+        brokers = rack_alternated({b: r for b, r in rack_of.items() if r is not None})
     n = len(brokers)
+    num_racks = len(set(rack_of.values()))
     rand = rng or random
     first_start = start_index if start_index >= 0 else rand.randrange(n)
     shift = start_index if start_index >= 0 else rand.randrange(n)
@@ -163,8 +193,23 @@ def assign_replicas(
             shift += 1
         first = (partition + first_start) % n
         replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        if not rack_of:
+            for j in range(replication_factor - 1):
+                replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        else:
+            with_replicas = {brokers[first]}
+            racks_used = {rack_of[brokers[first]]}
+            k = 0
+            while len(replicas) < replication_factor:
+                broker = brokers[(first + 1 + (shift * num_racks + k) % (n - 1)) % n]
+                k += 1
+                rack = rack_of[broker]
+                if (rack not in racks_used or len(racks_used) == num_racks) and (
+                    broker not in with_replicas or len(with_replicas) == n
+                ):
+                    replicas.append(broker)
+                    racks_used.add(rack)
+                    with_replicas.add(broker)
         out[partition] = tuple(replicas)
         partition += 1
     return out
@@ -227,6 +272,10 @@ class TopicAdmin:
     async def _io(self, fn: Any, *args: Any) -> Any:
         return await run_blocking(self._executor, fn, *args)
 
+    def _broker_racks(self) -> dict[int, str | None]:
+        """Every registered broker and its `broker.rack` (None when unset)."""
+        return {b: reg.rack for b, reg in self.zk.get_all_brokers().items()}
+
     # -- topics
 
     async def create_topic(
@@ -280,7 +329,8 @@ class TopicAdmin:
                 if replication_factor == -1
                 else replication_factor
             )
-            assignment = assign_replicas(self.zk.get_broker_ids(), partitions, rf, rng=self._rng)
+            racks = self._broker_racks()
+            assignment = assign_replicas(list(racks), partitions, rf, racks=racks, rng=self._rng)
         # AdminZkClient.validateTopicCreate
         validate_topic_name(name)
         if self.zk.is_topic_marked_for_deletion(name):
@@ -380,7 +430,8 @@ class TopicAdmin:
             )
         if increase == 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
-        brokers = self.zk.get_broker_ids()
+        racks = self._broker_racks()
+        brokers = list(racks)
         first = current.partitions[0].replicas
         rf = len(first)
         if assignments is not None:
@@ -418,9 +469,16 @@ class TopicAdmin:
                     f"[{', '.join(str(len(r)) for r in bad.values())}], respectively.",
                 )
         else:
+            # Kafka starts at the first broker (by id) not below partition 0's leader.
             start = next((i for i, b in enumerate(sorted(brokers)) if b >= first[0]), 0)
             added = assign_replicas(
-                brokers, increase, rf, start_index=start, start_partition=old, rng=self._rng
+                brokers,
+                increase,
+                rf,
+                racks=racks,
+                start_index=start,
+                start_partition=old,
+                rng=self._rng,
             )
         full = {p: a.replicas for p, a in current.partitions.items()}
         full.update(added)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Sequence
 
 import pytest
 from odradek.broker.cluster import zk_data as zk
@@ -16,6 +17,7 @@ from odradek.broker.cluster.topic_admin import (
     ResourceType,
     TopicAdmin,
     assign_replicas,
+    rack_alternated,
     validate_topic_name,
 )
 from odradek.broker.config import BrokerConfig, ConfigSource, Endpoint
@@ -27,7 +29,9 @@ E = ErrorCode
 class Cluster:
     """An embedded store with `brokers` registered brokers and a TopicAdmin on broker 0."""
 
-    def __init__(self, path: str, brokers: int = 2, **props: str) -> None:
+    def __init__(
+        self, path: str, brokers: int = 2, racks: Sequence[str] = (), **props: str
+    ) -> None:
         self.store = EmbeddedStore(path)
         self.zk = KafkaZk(self.store)
         self.zk.create_top_level_paths()
@@ -37,7 +41,9 @@ class Cluster:
             self.sessions.append(session)
             KafkaZk(session).register_broker(
                 zk.BrokerRegistration(
-                    b, (Endpoint("PLAINTEXT", "localhost", 9092 + b, "PLAINTEXT"),)
+                    b,
+                    (Endpoint("PLAINTEXT", "localhost", 9092 + b, "PLAINTEXT"),),
+                    rack=racks[b] if b < len(racks) else None,
                 )
             )
         self.config = BrokerConfig(
@@ -120,6 +126,61 @@ def test_assignment_errors():
         assert info.value.code == code
     with pytest.raises(KafkaError, match="Replication factor: 3 larger than available brokers: 2."):
         assign_replicas([0, 1], 1, 3)
+
+
+def test_rack_aware_assignment_matches_kafka_layout():
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    # Brokers one rack at a time (Kafka's getRackAlternatedBrokerList).
+    assert rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
+    got = assign_replicas(list(racks), 7, 3, racks=racks, start_index=0)
+    assert got == {
+        0: (0, 3, 1),
+        1: (3, 1, 5),
+        2: (1, 5, 4),
+        3: (5, 4, 2),
+        4: (4, 2, 0),
+        5: (2, 0, 3),
+        6: (0, 4, 2),
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rack_aware_assignment_spreads_every_partition_over_racks(seed: int):
+    # Uneven racks: 3 brokers in a, 2 in b, 1 in c.
+    racks = {1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "c"}
+    got = assign_replicas(list(racks), 12, 3, racks=racks, rng=random.Random(seed))
+    for replicas in got.values():
+        assert len(set(replicas)) == 3
+        assert {racks[b] for b in replicas} == {"a", "b", "c"}
+    leaders = [r[0] for r in got.values()]
+    assert all(leaders.count(b) == 2 for b in racks)  # leaders spread evenly
+    two = assign_replicas(list(racks), 12, 2, racks=racks, rng=random.Random(seed))
+    assert all(racks[r[0]] != racks[r[1]] for r in two.values())
+
+
+def test_rack_aware_assignment_needs_every_rack():
+    with pytest.raises(KafkaError, match="Not all brokers have rack information") as info:
+        assign_replicas([0, 1, 2], 1, 2, racks={0: "a", 1: "b", 2: None})
+    assert info.value.code == E.UNKNOWN_SERVER_ERROR
+
+
+def test_topics_are_placed_across_the_brokers_racks(tmp_path):
+    c = Cluster(str(tmp_path / "meta"), 4, racks=["east", "east", "west", "west"])
+    try:
+        c.run(c.admin.create_topic("spread", 8, 2))
+        assignment, _ = c.zk.get_topic_assignment("spread")
+        racks = {0: "east", 1: "east", 2: "west", 3: "west"}
+        for p in range(8):
+            replicas = assignment.partitions[p].replicas
+            assert {racks[b] for b in replicas} == {"east", "west"}, (p, replicas)
+        # Partitions added later follow the same rule.
+        c.run(c.admin.create_partitions("spread", 12))
+        assignment, _ = c.zk.get_topic_assignment("spread")
+        for p in range(8, 12):
+            assert {racks[b] for b in assignment.partitions[p].replicas} == {"east", "west"}
+    finally:
+        c.close()
 
 
 # -- CreateTopics
