@@ -26,6 +26,7 @@ mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 # Every package is from Debian main. ca-certificates for TLS to brokers and the Kubernetes API;
 # tini as an optional init (`--init`-like) for whoever wants one; the rest is what each image runs.
+extra_hook=""
 case "$flavour" in
 python)
     tag="odradek-base:$suite"
@@ -34,6 +35,9 @@ python)
 jre)
     tag="odradek-jre:$suite"
     packages="ca-certificates,tini,openjdk-17-jre-headless"
+    # openjdk's postinst registers man pages with update-alternatives, which fails when
+    # /usr/share/man/man1 is missing (the dpkg filter below leaves it out).
+    extra_hook='mkdir -p "$1/usr/share/man/man1"'
     ;;
 *)
     echo "usage: $0 [python|jre]" >&2
@@ -45,6 +49,7 @@ esac
 # line below changes in a way the other fields do not show.
 rev=1
 recipe="rev=$rev suite=$suite mirror=$mirror variant=minbase packages=$packages"
+[[ -z "$extra_hook" ]] || recipe+=" hook=$extra_hook"
 hash="$(printf '%s' "$recipe" | sha256sum | cut -c1-16)"
 label=io.odradek.base.recipe
 tarball="$images/${tag%%:*}-$suite-$hash.tar"
@@ -68,19 +73,31 @@ if [[ ! -s "$tarball" ]]; then
     # minbase: only Essential packages and apt, plus ours. The hooks keep the image small and
     # free of state that belongs to the build machine: apt lists and archives, docs, man pages.
     # The Debian security suite is included so the base is patched as of the build.
-    mmdebstrap --variant=minbase --mode=root --format=tar --quiet \
+    hooks=()
+    [[ -z "$extra_hook" ]] || hooks=(--essential-hook="$extra_hook")
+    # Its output goes to a log, shown when it fails (apt's and dpkg's errors are in there).
+    mmdebstrap_log="$images/mmdebstrap-${tag%%:*}.log"
+    if ! mmdebstrap --variant=minbase --mode=root --format=tar \
         --include="$packages" \
         --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
+        "${hooks[@]}" \
         --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
         --customize-hook='rm -f "$1"/etc/hostname "$1"/etc/resolv.conf' \
         "$suite" "$partial" \
         "deb $mirror $suite main" \
         "deb $mirror $suite-updates main" \
-        "deb ${mirror%/debian}/debian-security $suite-security main" >&2
+        "deb ${mirror%/debian}/debian-security $suite-security main" >"$mmdebstrap_log" 2>&1; then
+        tail -n 40 "$mmdebstrap_log" >&2
+        echo "build-base-image: mmdebstrap failed; full log in $mmdebstrap_log" >&2
+        rm -f "$partial"
+        exit 1
+    fi
     mv "$partial" "$tarball"
+    # Tarballs of older recipes of this image are never used again.
+    find "$images" -maxdepth 1 -name "${tag%%:*}-$suite-*.tar" ! -path "$tarball" -delete
 fi
 
 echo "build-base-image: docker import $tarball as $tag" >&2

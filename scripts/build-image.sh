@@ -12,14 +12,15 @@
 #   4. `docker build` with that wheels directory as the context (the Dockerfile then installs with
 #      --no-index) and --build-arg BASE_IMAGE=<the local base>.
 #
-#   build-image.sh [--zookeeper]   with --zookeeper, also build the local ZooKeeper image
-#                                  (scripts/build-zookeeper-image.sh)
+# Then, unless ODRADEK_BUILD_ZOOKEEPER=0, the local ZooKeeper image the Helm chart and e2e tests use
+# (scripts/build-zookeeper-image.sh: odradek-zookeeper:3.8.4).
 #
-#   ODRADEK_IMAGE   tag to build (default odradek:dev)
-#   ODRADEK_CACHE   cache directory (default: $HOME/.cache/odradek)
+#   ODRADEK_IMAGE           tag to build (default odradek:dev)
+#   ODRADEK_BUILD_ZOOKEEPER 0 skips the ZooKeeper image (default 1)
+#   ODRADEK_CACHE           cache directory (default: $HOME/.cache/odradek)
 #
-# Prints the image tag on stdout (and the ZooKeeper tag on a second line with --zookeeper);
-# progress on stderr, the docker build log in $ODRADEK_CACHE/images/build-odradek.log.
+# Prints the image tag on stdout, then the ZooKeeper image's tag on a second line; progress on
+# stderr, the docker build log in $ODRADEK_CACHE/images/build-odradek.log.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,8 +29,7 @@ tag="${ODRADEK_IMAGE:-odradek:dev}"
 ctx="$cache/images/context-odradek"
 wheels="$ctx/wheels"
 log="$cache/images/build-odradek.log"
-zookeeper=0
-[[ "${1:-}" == "--zookeeper" ]] && zookeeper=1
+zookeeper="${ODRADEK_BUILD_ZOOKEEPER:-1}"
 
 bash "$root/scripts/install-docker.sh"
 base="$(bash "$root/scripts/build-base-image.sh" python)"
@@ -122,6 +122,6 @@ done
 docker image prune -f --filter label=io.odradek.local-build=1 >/dev/null
 echo "$tag"
 
-if ((zookeeper)); then
+if [[ "$zookeeper" != 0 ]]; then
     bash "$root/scripts/build-zookeeper-image.sh"
 fi

@@ -19,8 +19,8 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def odradek_image() -> str:
-    """The tag of the image scripts/build-image.sh builds (odradek:dev unless ODRADEK_IMAGE)."""
+def built_images() -> list[str]:
+    """Tags printed by scripts/build-image.sh: the Odradek image, then the ZooKeeper image."""
     require_docker()
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build-image.sh")],
@@ -34,7 +34,36 @@ def odradek_image() -> str:
             f"scripts/build-image.sh exited {proc.returncode}:\n{proc.stderr[-4000:]}",
             pytrace=False,
         )
-    return proc.stdout.strip().splitlines()[-1]
+    tags = proc.stdout.split()
+    assert len(tags) == 2, f"expected two image tags from scripts/build-image.sh: {proc.stdout!r}"
+    return tags
+
+
+@pytest.fixture(scope="session")
+def odradek_image(built_images: list[str]) -> str:
+    """The broker and operator image (odradek:dev unless ODRADEK_IMAGE)."""
+    return built_images[0]
+
+
+@pytest.fixture(scope="session")
+def zookeeper_image(built_images: list[str]) -> str:
+    """The local ZooKeeper image (odradek-zookeeper:3.8.4)."""
+    return built_images[1]
+
+
+@pytest.fixture
+def docker_network() -> Iterator[str]:
+    """A user-defined network: containers on it find each other by name."""
+    name = f"odradek-test-{os.getpid()}-{next(_names)}"
+    docker("network", "create", name)
+    yield name
+    # Containers on it go first (this fixture may be torn down before run_container's).
+    attached = docker(
+        "network", "inspect", "-f", "{{range .Containers}}{{.Name}} {{end}}", name, check=False
+    ).stdout.split()
+    if attached:
+        docker("rm", "-f", "-v", *attached, check=False)
+    docker("network", "rm", name, check=False)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -91,3 +93,65 @@ class Container:
             return text in self.logs()
 
         wait_until(seen, timeout, f"{text!r} in the logs of {self.name}")
+
+
+DATA_DIR = "/var/lib/odradek"
+
+# What a Kafka user sets for a one-broker cluster (internal topics with one replica).
+SINGLE_NODE = {
+    "broker.id": "0",
+    "log.dirs": f"{DATA_DIR}/kafka-logs",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def overrides(settings: dict[str, str]) -> list[str]:
+    args: list[str] = []
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    return args
+
+
+def start_published_broker(
+    run_container: Callable[..., Container],
+    image: str,
+    extra: dict[str, str] | None = None,
+    docker_args: tuple[str, ...] = (),
+) -> tuple[Container, str]:
+    """A broker listening on 9092 in the container, published on a free host port of 127.0.0.1
+    and advertised there, as a client outside the container must see it."""
+    port = free_port()
+    container = run_container(
+        image,
+        "broker",
+        *overrides(
+            {
+                **SINGLE_NODE,
+                "listeners": "PLAINTEXT://:9092",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                **(extra or {}),
+            }
+        ),
+        docker_args=("-p", f"127.0.0.1:{port}:9092", *docker_args),
+    )
+    container.wait_for_log("broker 0 started")
+    bootstrap = f"127.0.0.1:{port}"
+
+    def metadata() -> bool:
+        try:
+            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
+        except Exception:
+            return False
+        return 0 in md.brokers
+
+    wait_until(metadata, START_TIMEOUT, f"Metadata from the broker at {bootstrap}")
+    return container, bootstrap

@@ -4,72 +4,15 @@ cleanly on `docker stop`."""
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
-from image_harness import START_TIMEOUT, Container, docker, wait_until
+from image_harness import DATA_DIR, START_TIMEOUT, docker, start_published_broker, wait_until
 
 # The first test pays for a cold build (mmdebstrap, wheels) in the session fixture.
 pytestmark = pytest.mark.timeout(1800)
-
-DATA_DIR = "/var/lib/odradek"
-
-# What a Kafka user sets for a one-broker cluster (internal topics with one replica).
-SINGLE_NODE = {
-    "broker.id": "0",
-    "log.dirs": f"{DATA_DIR}/kafka-logs",
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "group.initial.rebalance.delay.ms": "0",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def overrides(settings: dict[str, str]) -> list[str]:
-    args: list[str] = []
-    for key, value in settings.items():
-        args += ["--override", f"{key}={value}"]
-    return args
-
-
-def start_published_broker(run_container, image: str) -> tuple[Container, str]:
-    """A broker listening on 9092 in the container, published on a free host port of 127.0.0.1
-    and advertised there, as a client outside the container must see it."""
-    port = free_port()
-    container = run_container(
-        image,
-        "broker",
-        *overrides(
-            {
-                **SINGLE_NODE,
-                "listeners": "PLAINTEXT://:9092",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            }
-        ),
-        docker_args=("-p", f"127.0.0.1:{port}:9092"),
-    )
-    container.wait_for_log("broker 0 started")
-    bootstrap = f"127.0.0.1:{port}"
-
-    def metadata() -> bool:
-        try:
-            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
-        except Exception:
-            return False
-        return 0 in md.brokers
-
-    wait_until(metadata, START_TIMEOUT, f"Metadata from the broker at {bootstrap}")
-    return container, bootstrap
 
 
 def test_broker_entry_point_serves_a_client(odradek_image, run_container):

@@ -1,0 +1,104 @@
+"""The local ZooKeeper image (scripts/zookeeper-image, built by scripts/build-image.sh) that the Helm
+chart and e2e tests use: three containers form an ensemble from the official image's variables,
+with ids from StatefulSet-style host names, and the Odradek image's broker keeps its metadata
+there and serves a real client, also after the ZooKeeper leader stops."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from image_harness import START_TIMEOUT, Container, docker, start_published_broker, wait_until
+
+pytestmark = pytest.mark.timeout(1800)
+
+SERVERS = 3
+
+
+def mode(server: Container) -> str | None:
+    """The `Mode:` line of the server's `srvr` answer, through the image's own readiness script."""
+    if server.exec("zk-ready").returncode != 0:
+        return None
+    reply = server.exec(
+        "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/2181; printf srvr >&3; timeout 5 cat <&3"
+    ).stdout
+    for line in reply.splitlines():
+        if line.startswith("Mode: "):
+            return line.removeprefix("Mode: ")
+    return None
+
+
+def modes(servers: list[Container]) -> list[str] | None:
+    found = [mode(s) for s in servers]
+    return sorted(found) if all(found) else None  # type: ignore[arg-type]
+
+
+def produce_and_consume(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(60) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+
+        def consumed_all() -> bool:
+            msg = consumer.poll(1.0)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+            return len(got) >= len(values)
+
+        wait_until(consumed_all, 60, f"{len(values)} records from {topic}", interval=0)
+        assert got == values
+    finally:
+        consumer.close()
+
+
+def test_ensemble_serves_the_broker(zookeeper_image, odradek_image, run_container, docker_network):
+    names = [f"zk-{i}" for i in range(SERVERS)]
+    servers_cfg = " ".join(f"server.{i + 1}={n}:2888:3888;2181" for i, n in enumerate(names))
+    servers = [
+        run_container(
+            zookeeper_image,
+            docker_args=(
+                "--network",
+                docker_network,
+                "--network-alias",
+                name,
+                "--hostname",
+                name,
+                "-e",
+                f"ZOO_SERVERS={servers_cfg}",
+            ),
+        )  # fmt: skip
+        for name in names
+    ]
+    found = wait_until(lambda: modes(servers), START_TIMEOUT, "a ZooKeeper quorum")
+    assert found == ["follower", "follower", "leader"]
+
+    # ZOO_MY_ID unset: the id comes from the StatefulSet-style ordinal in the host name.
+    for i, server in enumerate(servers):
+        assert server.exec("cat", "/data/myid").stdout.strip() == str(i + 1)
+        assert server.exec("id", "-u").stdout.strip() == "1000"
+
+    connect = ",".join(f"{n}:2181" for n in names) + "/odradek"
+    broker, bootstrap = start_published_broker(
+        run_container,
+        odradek_image,
+        extra={"zookeeper.connect": connect},
+        docker_args=("--network", docker_network),
+    )
+    assert "Zookeeper connection established" in broker.logs()
+    produce_and_consume(bootstrap, "through-zookeeper", [b"a", b"b", b"c"])
+
+    # The leader goes away: the other two elect a new one, and the broker carries on.
+    leader = next(s for s in servers if mode(s) == "leader")
+    rest = [s for s in servers if s is not leader]
+    docker("stop", "-t", "30", leader.name, timeout=90)
+    found = wait_until(lambda: modes(rest), START_TIMEOUT, "a new ZooKeeper leader")
+    assert found == ["follower", "leader"]
+    produce_and_consume(bootstrap, "after-leader-stop", [b"d", b"e"])
+    assert broker.running()
