@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -628,3 +629,159 @@ def test_operator_runs_with_chart_rbac(
         if re.search(r"forbidden|\b403\b|Not enough permissions", line, re.I)
     ]
     assert not forbidden, "\n".join(forbidden)
+
+
+# -- the rendered configuration runs real processes -------------------------------------------
+
+
+def zookeeper_libs() -> Path:
+    """ZooKeeper 3.8.4's jars (scripts/install-zookeeper.sh, cached)."""
+    try:
+        out = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "install-zookeeper.sh")],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        msg = f"ZooKeeper could not be installed: {e}\n{getattr(e, 'stderr', '') or ''}"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def kubelet_expand(arg: str, env: dict[str, str]) -> str:
+    """$(VAR) references in command/args, as the kubelet expands them."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
+    """One ZooKeeper server and one broker started from the rendered zoo.cfg, myid command,
+    server.properties and broker args (addresses moved to loopback): the broker registers
+    under the chroot with its ordinal as broker.id, the readiness probe turns ready, the helm
+    test script produces and consumes, and SIGTERM ends the broker cleanly."""
+    import signal
+
+    from kazoo.client import KazooClient
+    from kube_harness import Process, free_port
+
+    libs = zookeeper_libs()
+    ns = "kafka"
+    values = {
+        "broker": {"replicas": 1, "config": {"num.partitions": 2, "log.retention.ms": 604800000}},
+        "zookeeper": {"replicas": 1, "config": {"maxClientCnxns": 0}},
+    }
+    docs = render(helm, tmp_path, values, ns)
+
+    # ZooKeeper: zoo.cfg as rendered, data directory and client port moved here
+    zk_sts = find(docs, "StatefulSet", f"{RELEASE}-zookeeper")
+    zk_pod = zk_sts["spec"]["template"]["spec"]
+    zoo_text = find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["zoo.cfg"]
+    data_dir = properties(zoo_text)["dataDir"]
+    local_data = tmp_path / "zk" / "data"
+    zk_port = free_port()
+    zoo_text = zoo_text.replace(f"dataDir={data_dir}", f"dataDir={local_data}")
+    zoo_text = zoo_text.replace("clientPort=2181", f"clientPort={zk_port}")
+    zoo_text += "clientPortAddress=127.0.0.1\n"
+    cfg = tmp_path / "zk" / "zoo.cfg"
+    cfg.parent.mkdir()
+    cfg.write_text(zoo_text)
+    # the init container's command writes myid = ordinal + 1
+    (init,) = zk_pod["initContainers"]
+    script = init["command"][-1].replace(data_dir, str(local_data))
+    subprocess.run([*init["command"][:-1], script], env={"POD_INDEX": "0"}, check=True)
+    assert (local_data / "myid").read_text().strip() == "1"
+    log4j = tmp_path / "zk" / "log4j.properties"
+    log4j.write_text(find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["log4j.properties"])
+    zk = Process(
+        "zookeeper",
+        [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j.configuration=file:{log4j}",
+            "-cp",
+            f"{libs}/*",
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(cfg),
+        ],
+        tmp_path / "zk" / "server.log",
+    ).start()
+
+    # broker: the StatefulSet's command and args, $(VARS) expanded as for pod <release>-broker-0,
+    # then loopback addresses (the pod's DNS names do not resolve here)
+    sts = find(docs, "StatefulSet", f"{RELEASE}-broker")
+    broker_c = container(sts["spec"]["template"]["spec"], "broker")
+    props_text = find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"]
+    props = properties(props_text)
+    chroot = "/" + props["zookeeper.connect"].split("/", 1)[1]
+    config_file = tmp_path / "server.properties"
+    config_file.write_text(props_text)
+    pod_env = {"BROKER_ID": "0", "POD_NAME": f"{RELEASE}-broker-0", "POD_NAMESPACE": ns}
+    args = [kubelet_expand(a, pod_env) for a in broker_c["args"]]
+    args[args.index("--config") + 1] = str(config_file)
+    port = free_port()
+    args += [
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"zookeeper.connect=127.0.0.1:{zk_port}{chroot}",
+        "--override",
+        f"log.dirs={tmp_path / 'broker-data' / 'logs'}",
+    ]
+    bin_dir = Path(sys.executable).parent
+    path_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    probe = [
+        a.replace(f"127.0.0.1:{props['listeners'].rsplit(':', 1)[1]}", f"127.0.0.1:{port}")
+        for a in broker_c["readinessProbe"]["exec"]["command"]
+    ]
+
+    def probe_ok() -> bool:
+        r = subprocess.run(probe, env=path_env, capture_output=True, timeout=60)
+        return r.returncode == 0
+
+    assert not probe_ok(), "readiness probe passes with no broker running"
+    broker = Process(
+        "broker(chart)",
+        [str(bin_dir / broker_c["command"][0]), *args],
+        tmp_path / "broker.log",
+        env={**path_env, "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"},
+    ).start()
+    try:
+        wait_until(
+            lambda: (broker.check_alive(), zk.check_alive(), probe_ok())[-1],
+            120,
+            what="the readiness probe to pass",
+        )
+        # registered under the chroot with broker.id = ordinal
+        client = KazooClient(hosts=f"127.0.0.1:{zk_port}")
+        client.start(timeout=30)
+        try:
+            assert client.get_children(f"{chroot}/brokers/ids") == ["0"]
+        finally:
+            client.stop()
+            client.close()
+
+        # the helm test pod's script, against this broker
+        (test_pod,) = [d for d in docs if d["kind"] == "Pod"]
+        tc = test_pod["spec"]["containers"][0]
+        test_env = {**path_env, **{e["name"]: e["value"] for e in tc["env"]}}
+        test_env.update(BOOTSTRAP=f"127.0.0.1:{port}", TIMEOUT="60")
+        r = subprocess.run(
+            [*tc["command"], *tc["args"]], env=test_env, capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, f"helm test script failed:\n{r.stdout}\n{r.stderr}"
+        assert "produced and consumed" in r.stdout
+
+        # SIGTERM: controlled shutdown within the grace period, exit 0
+        grace = sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGTERM)
+        assert broker.proc.wait(grace) == 0
+    finally:
+        broker.stop()
+        zk.stop()
