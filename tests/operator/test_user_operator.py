@@ -499,3 +499,24 @@ def test_explain_describes_user_fields(kube: ControlPlane) -> None:
     assert "generates" in text
     out = json.loads(kube.kubectl("get", "crd", "users.kafka.odradek.io", "-o", "json").stdout)
     assert out["spec"]["versions"][0]["name"] == "v1alpha1"
+
+
+def test_a_secret_the_user_does_not_own_is_never_taken_over(
+    kube: ControlPlane, secure_broker: Broker, operator: Operator, namespace: str
+) -> None:
+    b = secure_broker
+    username = f"own-{namespace}"
+    put_secret(kube, namespace, "own", "somebody-elses")
+    spec: dict[str, Any] = {"username": username, "authentication": {"type": "scram-sha-512"}}
+    kube.apply(user("own", bootstrap=b.bootstrap, **spec), namespace)
+    obj = wait_reason(kube, "user", namespace, "own", "SecretConflict")
+    assert "secretName" in condition(obj)["message"]
+    assert secret_data(kube, namespace, "own") == {"password": "somebody-elses"}
+    assert scram_of(b.bootstrap, username) == set()
+    spec["authentication"]["secretName"] = "own-credentials"
+    kube.apply(user("own", bootstrap=b.bootstrap, **spec), namespace)
+    obj = wait_ready(kube, "user", namespace, "own")
+    assert obj["status"]["credential"]["secret"] == "own-credentials"
+    password = secret_data(kube, namespace, "own-credentials")["password"]
+    assert authenticates(sasl(b, username, password))
+    assert secret_data(kube, namespace, "own") == {"password": "somebody-elses"}
