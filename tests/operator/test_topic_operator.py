@@ -196,6 +196,14 @@ def test_example_manifests_are_accepted(kube: ControlPlane, namespace: str) -> N
     examples = str(kube_harness.ROOT / "manifests" / "examples")
     out = kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", examples).stdout
     assert "orders" in out and "legacy-events" in out
+    for kind, name in [
+        ("quota", "orders-service"),
+        ("quota", "default-clients"),
+        ("quota", "orders-service-batch"),
+        ("user", "orders-service"),
+        ("user", "analytics"),
+    ]:
+        assert f"{kind}.kafka.odradek.io/{name}" in out, out
 
 
 def test_partitions_raised_from_3_to_6(
