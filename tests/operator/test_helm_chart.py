@@ -308,9 +308,12 @@ def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
     sts = find(docs, "StatefulSet", f"{RELEASE}-zookeeper")
     pod = sts["spec"]["template"]["spec"]
     zk = container(pod, "zookeeper")
-    cfg_dir = env_of(zk)["ZOOCFGDIR"]
+    env = env_of(zk)
     mounts = {m["name"]: m["mountPath"] for m in zk["volumeMounts"]}
-    assert mounts["config"] == cfg_dir
+    # the config directory for the images' entry points (ZOO_CONF_DIR) and zkServer.sh (ZOOCFGDIR)
+    assert env["ZOO_CONF_DIR"] == env["ZOOCFGDIR"] == mounts["config"] == "/conf"
+    assert env["ZOO_DATA_DIR"] == mounts["data"] == "/data"
+    assert "-Xmx512m" in env["JVMFLAGS"]
     zoo = properties(find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["zoo.cfg"])
     servers = {k: v for k, v in zoo.items() if k.startswith("server.")}
     assert servers == {
@@ -318,7 +321,8 @@ def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
         f".cluster.local:2888:3888;2181"
         for i in range(3)
     }
-    assert zoo["dataDir"].startswith(mounts["data"] + "/")
+    assert zoo["dataDir"] == mounts["data"]
+    assert "srvr" in zoo["4lw.commands.whitelist"].split(",")  # what zk-ready asks
     # myid = ordinal + 1, written into dataDir before the server starts
     (init,) = pod["initContainers"]
     assert env_of(init)["POD_INDEX"] == {
@@ -326,7 +330,20 @@ def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
     }
     assert f"> {zoo['dataDir']}/myid" in init["command"][-1]
     assert "$((POD_INDEX + 1))" in init["command"][-1]
+    # the image's entry point by default; a plain distribution's script on request
+    assert "command" not in zk
+    assert zk["readinessProbe"]["exec"]["command"] == ["zk-ready"]
+    plain = render(
+        helm,
+        tmp_path,
+        {"zookeeper": {"command": ["zkServer.sh", "start-foreground"], "readinessCommand": []}},
+        "kafka",
+    )
+    zk = container(
+        find(plain, "StatefulSet", f"{RELEASE}-zookeeper")["spec"]["template"]["spec"], "zookeeper"
+    )
     assert zk["command"] == ["zkServer.sh", "start-foreground"]
+    assert zk["readinessProbe"]["tcpSocket"] == {"port": "client"}
     assert find(docs, "PodDisruptionBudget", f"{RELEASE}-zookeeper")["spec"]["maxUnavailable"] == 1
 
 
@@ -691,13 +708,38 @@ def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
     # the init container's command writes myid = ordinal + 1
     (init,) = zk_pod["initContainers"]
     script = init["command"][-1].replace(data_dir, str(local_data))
+    local_data.mkdir(parents=True)
     subprocess.run([*init["command"][:-1], script], env={"POD_INDEX": "0"}, check=True)
     assert (local_data / "myid").read_text().strip() == "1"
-    log4j = tmp_path / "zk" / "log4j.properties"
-    log4j.write_text(find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["log4j.properties"])
-    zk = Process(
-        "zookeeper",
-        [
+    zk_c = container(zk_pod, "zookeeper")
+    zk_env = {e["name"]: e["value"] for e in zk_c["env"]}
+    image_dir = ROOT / "scripts" / "zookeeper-image"
+    if not zk_c.get("command") and (image_dir / "entrypoint.sh").exists():
+        # the odradek-zookeeper image's entry point, with the chart's environment (directories
+        # moved here) and the image's layout (ZOO_HOME with conf/ and libs/)
+        home = tmp_path / "zk" / "home"
+        (home / "conf").mkdir(parents=True)
+        (home / "libs").symlink_to(libs)
+        (home / "conf" / "log4j.properties").write_text(
+            (image_dir / "log4j.properties").read_text()
+        )
+        zk_env.update(
+            ZOO_CONF_DIR=str(cfg.parent),
+            ZOOCFGDIR=str(cfg.parent),
+            ZOO_DATA_DIR=str(local_data),
+            ZOO_DATA_LOG_DIR=str(tmp_path / "zk" / "datalog"),
+            ZOO_LOG_DIR=str(tmp_path / "zk" / "logs"),
+            ZOO_HOME=str(home),
+            JVMFLAGS="-Xmx128m -XX:+UseSerialGC",  # the chart's heap is for a pod, not this test
+        )
+        zk_cmd = ["bash", str(image_dir / "entrypoint.sh")]
+        zk_ready = ["bash", str(image_dir / "ready.sh"), str(zk_port)]
+    else:
+        log4j = tmp_path / "zk" / "log4j.properties"
+        log4j.write_text(
+            find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["log4j.properties"]
+        )
+        zk_cmd = [
             "java",
             "-Xmx128m",
             "-XX:+UseSerialGC",
@@ -706,9 +748,20 @@ def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
             f"{libs}/*",
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(cfg),
-        ],
-        tmp_path / "zk" / "server.log",
+        ]
+        zk_ready = None
+    zk = Process(
+        "zookeeper", zk_cmd, tmp_path / "zk" / "server.log", env={**os.environ, **zk_env}
     ).start()
+    if zk_ready is not None:
+        wait_until(
+            lambda: (
+                zk.check_alive(),
+                subprocess.run(zk_ready, capture_output=True).returncode == 0,
+            )[-1],
+            90,
+            what="zk-ready",
+        )
 
     # broker: the StatefulSet's command and args, $(VARS) expanded as for pod <release>-broker-0,
     # then loopback addresses (the pod's DNS names do not resolve here)
