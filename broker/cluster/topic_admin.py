@@ -13,7 +13,7 @@ import logging
 import random
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import IntEnum
@@ -36,6 +36,10 @@ from .kafka_zk import KafkaZk
 from .metadata_store import NodeExistsError, run_blocking
 
 log = logging.getLogger(__name__)
+
+# Called with the number of partitions a change creates or deletes, right before it is made;
+# raises a KafkaError to refuse it (the server's controller-mutation quota).
+Admit = Callable[[int], None]
 
 MAX_TOPIC_NAME_LENGTH = 249
 # KRaft's metadata log: Kafka refuses to create a regular topic with this name (as an
@@ -286,12 +290,13 @@ class TopicAdmin:
         assignments: Mapping[int, Sequence[int]] | None = None,
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
+        admit: Admit | None = None,
     ) -> CreatedTopic:
         """CreateTopics for one topic. -1 partitions / replication factor take the broker
         defaults (num.partitions, default.replication.factor)."""
         return await self._io(
             self._create_topic, name, num_partitions, replication_factor, assignments,
-            configs or {}, validate_only,
+            configs or {}, validate_only, admit,
         )  # fmt: skip
 
     def _create_topic(
@@ -302,6 +307,7 @@ class TopicAdmin:
         assignments: Mapping[int, Sequence[int]] | None,
         configs: Mapping[str, str | None],
         validate_only: bool,
+        admit: Admit | None,
     ) -> CreatedTopic:
         if name == CLUSTER_METADATA_TOPIC:
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -355,6 +361,8 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
         topic_id = zk.ZERO_UUID
         if not validate_only:
+            if admit is not None:
+                admit(len(assignment))
             topic_id = zk.new_uuid()
             self.zk.set_entity_config(zk.TOPICS, name, props)
             try:
@@ -373,17 +381,20 @@ class TopicAdmin:
             configs=self.config.describe_topic(props),
         )
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, admit: Admit | None = None) -> None:
         """Mark a topic for deletion (the controller completes it). Marking twice is fine.
         TOPIC_DELETION_DISABLED when delete.topic.enable=false (DeleteTopics v0-2 answer
         INVALID_REQUEST instead, as Kafka)."""
-        await self._io(self._delete_topic, name)
+        await self._io(self._delete_topic, name, admit)
 
-    def _delete_topic(self, name: str) -> None:
+    def _delete_topic(self, name: str, admit: Admit | None) -> None:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if not _could_exist(name) or not self.zk.topic_exists(name):
+        found = self.zk.get_topic_assignment(name) if _could_exist(name) else None
+        if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if admit is not None:
+            admit(len(found[0].partitions))
         if self.zk.mark_topic_for_deletion(name):
             log.info("Topic %s marked for deletion", name)
 
@@ -393,9 +404,12 @@ class TopicAdmin:
         count: int,
         assignments: Sequence[Sequence[int]] | None = None,
         validate_only: bool = False,
+        admit: Admit | None = None,
     ) -> dict[int, tuple[int, ...]]:
         """Grow a topic to `count` partitions; returns the full new assignment."""
-        return await self._io(self._create_partitions, name, count, assignments, validate_only)
+        return await self._io(
+            self._create_partitions, name, count, assignments, validate_only, admit
+        )
 
     def _create_partitions(
         self,
@@ -403,6 +417,7 @@ class TopicAdmin:
         count: int,
         assignments: Sequence[Sequence[int]] | None,
         validate_only: bool,
+        admit: Admit | None,
     ) -> dict[int, tuple[int, ...]]:
         if not _could_exist(name):
             raise KafkaError(
@@ -483,6 +498,8 @@ class TopicAdmin:
         full = {p: a.replicas for p, a in current.partitions.items()}
         full.update(added)
         if not validate_only:
+            if admit is not None:
+                admit(len(added))
             merged = {
                 **current.partitions,
                 **{p: zk.ReplicaAssignment(r) for p, r in added.items()},

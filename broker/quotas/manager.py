@@ -13,14 +13,21 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .config import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaConfigCache
-from .rate import SampledRate, throttle_time_ms
+from .config import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaConfigCache,
+)
+from .rate import SampledRate, TokenBucket, throttle_time_ms, token_throttle_ms
 
 
 class QuotaKind(Enum):
     PRODUCE = PRODUCER_BYTE_RATE
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
+    CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class QuotaManager:
         self.cache = cache or QuotaConfigCache()
         self.settings = settings or QuotaSettings()
         self._rates: dict[tuple[QuotaKind, object], SampledRate] = {}
+        self._buckets: dict[object, TokenBucket] = {}
 
     def quota(self, principal: str, client_id: str, kind: QuotaKind | str) -> float | None:
         kind = QuotaKind(kind) if not isinstance(kind, QuotaKind) else kind
@@ -92,3 +100,26 @@ class QuotaManager:
             # Kafka bounds request-quota throttling to one quota window.
             throttle = min(throttle, int(window_ms))
         return throttle
+
+    def record_mutations(
+        self, principal: str, client_id: str, permits: int, now: float, *, strict: bool
+    ) -> tuple[bool, int]:
+        """Controller mutations (partitions created or deleted) against the mutation-rate
+        quota: (admitted, throttle ms). Strict (newer request versions): refused while the
+        bucket is overdrawn, and a request that is admitted is not throttled; permissive:
+        always admitted, throttled once overdrawn (KIP-599)."""
+        found = self.cache.find(_user_name(principal), client_id, CONTROLLER_MUTATION_RATE)
+        if found is None:
+            return True, 0
+        rate, group = found
+        burst = rate * self.settings.samples * self.settings.window_seconds
+        bucket = self._buckets.get(group)
+        if bucket is None:
+            bucket = self._buckets[group] = TokenBucket()
+        if strict:
+            tokens = bucket.measure(rate, burst, now)
+            if tokens < 0:
+                return False, token_throttle_ms(tokens, rate)
+            bucket.record(permits, rate, burst, now)
+            return True, 0
+        return True, token_throttle_ms(bucket.record(permits, rate, burst, now), rate)

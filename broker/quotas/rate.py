@@ -1,4 +1,5 @@
-"""Kafka's sampled rate: `samples` windows of `window_ms`, and the throttle time of a violation.
+"""Kafka's sampled rate: `samples` windows of `window_ms`, and the throttle time of a violation;
+and Kafka's token bucket, which controller-mutation quotas use instead (KIP-599).
 
 Mirrors Kafka's SampledStat/Rate so throttle times match what clients of Apache Kafka see: a new
 sample starts when the current one is `window_ms` old; samples older than samples*window_ms are
@@ -66,3 +67,33 @@ def throttle_time_ms(rate: float, bound: float, window_size_ms: float) -> int:
     if bound <= 0 or rate <= bound:
         return 0
     return int((rate - bound) / bound * window_size_ms)
+
+
+class TokenBucket:
+    """Credits refill at the quota's rate up to a burst of samples*window worth of it; a record
+    may overdraw them, and the quota is exhausted while they are below zero. The rate is passed
+    on every call, so a quota change applies at once (as Kafka's TokenBucket stat)."""
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.last_ms = 0.0  # a first refill from time 0 fills the bucket
+
+    def _refill(self, rate: float, burst: float, now_ms: float) -> None:
+        self.tokens = min(burst, self.tokens + rate * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+
+    def measure(self, rate: float, burst: float, now_ms: float) -> float:
+        self._refill(rate, burst, now_ms)
+        return self.tokens
+
+    def record(self, value: float, rate: float, burst: float, now_ms: float) -> float:
+        self._refill(rate, burst, now_ms)
+        self.tokens = min(burst, self.tokens - value)
+        return self.tokens
+
+
+def token_throttle_ms(tokens: float, rate: float) -> int:
+    """How long until an overdrawn bucket is back at zero."""
+    if tokens >= 0 or rate <= 0:
+        return 0
+    return round(-tokens / rate * 1000)

@@ -12,9 +12,11 @@ as Kafka counts only request-handler and network thread time.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..protocol.api_keys import ApiKey
+from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.messages import REGISTRY
 from ..quotas.manager import QuotaKind, QuotaManager
 from .fetch_session import FINAL_EPOCH, INITIAL_EPOCH
@@ -89,6 +91,46 @@ def client_throttles(api_key: int, version: int) -> bool:
     if not has_throttle_field(api_key, version):
         return False
     return version >= _CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+# The first versions whose clients are refused, not slowed, over a mutation quota (KIP-599).
+_STRICT_MUTATIONS_FROM = {
+    ApiKey.CREATE_TOPICS: 6,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.DELETE_TOPICS: 5,
+}
+THROTTLING_MESSAGE = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """The controller-mutation quota of one CreateTopics, CreatePartitions or DeleteTopics
+    request: called with the partitions one topic creates or deletes, right before the change
+    is made; raises THROTTLING_QUOTA_EXCEEDED for a topic that must not be changed."""
+
+    def __init__(
+        self,
+        quotas: QuotaManager | None,
+        principal: str,
+        client_id: str,
+        api_key: int,
+        version: int,
+    ) -> None:
+        self.quotas = quotas
+        self.principal = principal
+        self.client_id = client_id
+        self.strict = version >= _STRICT_MUTATIONS_FROM[api_key]
+        self.throttle_ms = 0
+
+    def __call__(self, partitions: int) -> None:
+        if self.quotas is None:
+            return
+        admitted, throttle = self.quotas.record_mutations(
+            self.principal, self.client_id, partitions, time.monotonic() * 1000.0,
+            strict=self.strict,
+        )  # fmt: skip
+        self.throttle_ms = max(self.throttle_ms, throttle)
+        if not admitted:
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
 
 
 def _records_size(records: Any) -> int:
@@ -171,7 +213,9 @@ def apply_quotas(
     request_time = quotas.record_and_get_throttle_ms(
         principal, client_id, QuotaKind.REQUEST, busy_ns, now_ms
     )
-    throttle = max(bandwidth, request_time)
+    # A handler may have set one already (controller mutations); the longest applies.
+    handler = response.get("throttle_time_ms", 0) if response is not None else 0
+    throttle = max(bandwidth, request_time, handler)
     if throttle <= 0:
         return 0
     if response is not None:

@@ -16,8 +16,10 @@ from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.broker.client import admin as ours
+from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
 
 QUOTA = 1024 * 1024
@@ -220,3 +222,65 @@ def test_consumer_over_its_fetch_byte_rate_gets_an_empty_throttled_response(
     assert second["error_code"] == 0
     assert second["throttle_time_ms"] > 0
     assert second["responses"] == []
+
+
+def _create_topics(bootstrap: str, client_id: str, version: int, topics: dict[str, int]) -> dict:
+    host, _, port = bootstrap.rpartition(":")
+    body = {
+        "topics": [
+            {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [],
+             "configs": []}
+            for n, p in topics.items()
+        ],
+        "timeout_ms": 30000,
+        "validate_only": False,
+    }  # fmt: skip
+    # A fresh connection each time: the broker mutes a throttled connection for a while.
+    with BlockingConnection(host, int(port), client_id=client_id) as conn:
+        return conn.call(ApiKey.CREATE_TOPICS, version, body)
+
+
+def test_controller_mutation_quota_refuses_then_throttles(broker_factory) -> None:
+    """KIP-599 on CreateTopics, CreatePartitions and DeleteTopics: 1 partition/s, burst 2."""
+    broker = broker_factory(overrides=QUOTA_WINDOWS)
+    client_id = "mutations-" + uuid.uuid4().hex[:8]
+    set_quota(broker.bootstrap, client_id, {"controller_mutation_rate": 1.0})
+    big, refused, late = (f"{client_id}-{s}" for s in ("big", "refused", "late"))
+
+    # Strict (v7): admitted while credits remain, even when it overdraws them by 8...
+    first = _create_topics(broker.bootstrap, client_id, 7, {big: 10})
+    assert [t["error_code"] for t in first["topics"]] == [0]
+    assert first["throttle_time_ms"] == 0
+    # ...then refused, with the time the bucket needs to refill, and nothing created.
+    second = _create_topics(broker.bootstrap, client_id, 7, {refused: 1})
+    (result,) = second["topics"]
+    assert result["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED, result
+    assert result["error_message"] == "The throttling quota has been exceeded."
+    assert 0 < second["throttle_time_ms"] <= 8000
+    host, _, port = broker.bootstrap.rpartition(":")
+    with BlockingConnection(host, int(port), client_id=client_id) as conn:
+        grow = conn.call(
+            ApiKey.CREATE_PARTITIONS,
+            3,
+            {"topics": [{"name": big, "count": 12, "assignments": None}], "timeout_ms": 30000,
+             "validate_only": False},
+        )  # fmt: skip
+    assert grow["results"][0]["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    with BlockingConnection(host, int(port), client_id=client_id) as conn:
+        delete = conn.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": [big], "timeout_ms": 30000})
+    assert delete["responses"][0]["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    # Permissive (v5): created, and throttled instead.
+    third = _create_topics(broker.bootstrap, client_id, 5, {late: 1})
+    assert [t["error_code"] for t in third["topics"]] == [0]
+    assert third["throttle_time_ms"] > 0
+    # Other clients are not limited at all.
+    other = _create_topics(broker.bootstrap, "unlimited", 7, {f"{client_id}-other": 5})
+    assert [t["error_code"] for t in other["topics"]] == [0]
+    assert other["throttle_time_ms"] == 0
+    names = asyncio.run(asyncio.wait_for(_list_topics(broker.bootstrap), 30))
+    assert {big, late, f"{client_id}-other"} <= names and refused not in names
+
+
+async def _list_topics(bootstrap: str) -> set[str]:
+    async with ours.AdminClient(bootstrap) as admin:
+        return set(await admin.list_topics())

@@ -10,7 +10,7 @@ from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.quotas import config as qc
 from odradek.broker.quotas.manager import QuotaKind, QuotaManager, QuotaSettings
-from odradek.broker.quotas.rate import SampledRate, throttle_time_ms
+from odradek.broker.quotas.rate import SampledRate, TokenBucket, throttle_time_ms, token_throttle_ms
 
 P = qc.PRODUCER_BYTE_RATE
 
@@ -120,3 +120,30 @@ def test_request_quota_is_a_percentage_bounded_by_one_window() -> None:
     # another 2 s: 55 % against 10 % -> far over, but never more than one window
     assert manager.record_and_get_throttle_ms("User:u", "c", QuotaKind.REQUEST, 2e9, 10) == 1000
     assert manager.quota("User:other", "x", QuotaKind.REQUEST) == 10.0
+
+
+def test_controller_mutation_quota_is_a_token_bucket() -> None:
+    """KIP-599: 2 partitions/s with 11 one-second samples allow a burst of 22 partitions."""
+    manager = QuotaManager()
+    manager.cache.set(qc.make_entity([("client-id", "ops")]), {qc.CONTROLLER_MUTATION_RATE: 2.0})
+    now = 1_000_000.0
+    # Strict (new request versions): admitted while credits remain, even when it overdraws them.
+    assert manager.record_mutations("User:u", "ops", 30, now, strict=True) == (True, 0)
+    # 22 - 30 = -8 credits: refused, and told to wait the 4 s the bucket needs to reach zero.
+    assert manager.record_mutations("User:u", "ops", 1, now, strict=True) == (False, 4000)
+    assert manager.record_mutations("User:u", "ops", 1, now + 1000, strict=True) == (False, 3000)
+    assert manager.record_mutations("User:u", "ops", 1, now + 4000, strict=True) == (True, 0)
+    # Permissive (old versions): always admitted, throttled once overdrawn.
+    assert manager.record_mutations("User:u", "ops", 3, now + 4000, strict=False) == (True, 2000)
+    # Clients without a quota are never limited.
+    assert manager.record_mutations("User:u", "other", 10**6, now, strict=True) == (True, 0)
+
+
+def test_token_bucket_refills_up_to_its_burst() -> None:
+    bucket = TokenBucket()
+    assert bucket.measure(5.0, 50.0, 1_000_000.0) == 50.0  # starts full
+    assert bucket.record(60, 5.0, 50.0, 1_000_000.0) == -10.0
+    assert token_throttle_ms(-10.0, 5.0) == 2000
+    assert bucket.measure(5.0, 50.0, 1_001_000.0) == -5.0
+    assert bucket.measure(5.0, 50.0, 1_100_000.0) == 50.0
+    assert token_throttle_ms(1.0, 5.0) == 0

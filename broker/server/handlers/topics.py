@@ -15,11 +15,23 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..throttling import MutationQuota
 from .registry import RequestContext, handles
 
 
 def _duplicates(names: list[str]) -> set[str]:
     return {n for n, c in Counter(names).items() if c > 1}
+
+
+def _mutation_quota(ctx: RequestContext) -> MutationQuota:
+    security = ctx.broker.security
+    return MutationQuota(
+        security.quotas if security is not None else None,
+        ctx.conn.principal,
+        ctx.header.client_id or "",
+        ctx.header.api_key,
+        ctx.version,
+    )
 
 
 def _not_controller(ctx: RequestContext) -> bool:
@@ -44,6 +56,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
     show_configs = authz.authorized_names(ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, names)
     results = []
     created = []
+    quota = _mutation_quota(ctx)
     for t in req["topics"]:
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
@@ -64,7 +77,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         try:
             topic = await admin.create_topic(
                 name, t["num_partitions"], t["replication_factor"], assignments, configs,
-                validate_only,
+                validate_only, quota,
             )  # fmt: skip
         except KafkaError as e:
             result["error_code"] = e.code
@@ -96,7 +109,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             for name, result in created:
                 if not cache.has_leaders(name):
                     result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": quota.throttle_ms, "topics": results}
 
 
 @handles(ApiKey.DELETE_TOPICS, "0-6")
@@ -109,6 +122,7 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         wanted = [(n, None) for n in req["topic_names"]]
     results = []
     pending = []
+    quota = _mutation_quota(ctx)
     for name, topic_id in wanted:
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
         by_id = False
@@ -135,7 +149,7 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         try:
-            await broker.topic_admin.delete_topic(name)
+            await broker.topic_admin.delete_topic(name, quota)
         except KafkaError as e:
             code = e.code
             if code == ErrorCode.TOPIC_DELETION_DISABLED and ctx.version < 3:
@@ -154,7 +168,7 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             for name, result in pending:
                 if cache.contains(name):
                     result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "responses": results}
+    return {"throttle_time_ms": quota.throttle_ms, "responses": results}
 
 
 @handles(ApiKey.CREATE_PARTITIONS, "0-3")
@@ -164,6 +178,7 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
     duplicates = _duplicates([t["name"] for t in req["topics"]])
     results = []
     grown = []
+    quota = _mutation_quota(ctx)
     for t in req["topics"]:
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
@@ -184,7 +199,7 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
             assignments = [a["broker_ids"] for a in t["assignments"]]
         try:
             await broker.topic_admin.create_partitions(
-                name, t["count"], assignments, req["validate_only"]
+                name, t["count"], assignments, req["validate_only"], quota
             )
         except KafkaError as e:
             result["error_code"] = e.code
@@ -206,4 +221,4 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
             for name, count, result in grown:
                 if (cache.partition_count(name) or 0) < count:
                     result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": quota.throttle_ms, "results": results}
