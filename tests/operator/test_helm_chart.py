@@ -838,3 +838,111 @@ def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
     finally:
         broker.stop()
         zk.stop()
+
+
+# -- the StatefulSet controller makes the pods the chart describes ----------------------------
+
+
+@pytest.fixture(scope="module")
+def statefulset_controller(
+    kube: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """kube-controller-manager running only the StatefulSet and disruption (PDB) controllers:
+    pods and PVCs are created as in a real cluster (no kubelet runs them)."""
+    from kube_harness import Process, free_port, require_tools
+
+    require_tools("kube-controller-manager")
+    work = tmp_path_factory.mktemp("kcm-workloads")
+    kcm = Process(
+        "kube-controller-manager(statefulset)",
+        [
+            str(kube.bin / "kube-controller-manager"),
+            f"--kubeconfig={kube.kubeconfig}",
+            f"--authentication-kubeconfig={kube.kubeconfig}",
+            f"--authorization-kubeconfig={kube.kubeconfig}",
+            "--controllers=statefulset,disruption",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            f"--cert-dir={work / 'certs'}",
+            "--leader-elect=false",
+            "--v=1",
+        ],
+        work / "kube-controller-manager.log",
+    ).start()
+    try:
+        yield
+    finally:
+        kcm.stop()
+
+
+def test_statefulset_pods(
+    kube: ControlPlane,
+    chart_crds: None,
+    statefulset_controller: None,
+    helm: Path,
+    tmp_path: Path,
+    namespace: str,
+) -> None:
+    """The chart applied for real: each broker pod carries the ordinal label broker.id is read
+    from, sits under the headless Service's subdomain (its advertised DNS name), and gets its own
+    PVC; `kubectl scale` adds broker N with ordinal N."""
+    make_namespace(kube, namespace)
+    docs = render(helm, tmp_path, None, namespace, "--skip-tests")
+    kube.kubectl(
+        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in docs)
+    )
+
+    def pods(component: str) -> dict[str, dict]:
+        out = kube.kubectl(
+            "get",
+            "pods",
+            "-n",
+            namespace,
+            "-l",
+            f"app.kubernetes.io/component={component}",
+            "-o",
+            "json",
+        ).stdout
+        return {p["metadata"]["name"]: p for p in json.loads(out)["items"]}
+
+    def brokers(n: int) -> dict[str, dict] | None:
+        found = pods("broker")
+        return found if len(found) == n else None
+
+    found = wait_until(lambda: brokers(3), 60, what="3 broker pods")
+    for i in range(3):
+        pod = found[f"{RELEASE}-broker-{i}"]
+        assert pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == str(i)
+        assert pod["spec"]["hostname"] == f"{RELEASE}-broker-{i}"
+        assert pod["spec"]["subdomain"] == f"{RELEASE}-broker-headless"
+        env = env_of(container(pod["spec"], "broker"))
+        assert env["BROKER_ID"]["fieldRef"]["fieldPath"] == (
+            "metadata.labels['apps.kubernetes.io/pod-index']"
+        )
+        (claim,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
+        assert claim["persistentVolumeClaim"]["claimName"] == f"data-{RELEASE}-broker-{i}"
+    pvcs = json.loads(kube.kubectl("get", "pvc", "-n", namespace, "-o", "json").stdout)["items"]
+    sizes = {p["metadata"]["name"]: p["spec"]["resources"]["requests"]["storage"] for p in pvcs}
+    for i in range(3):
+        assert sizes[f"data-{RELEASE}-broker-{i}"] == "10Gi"
+        assert sizes[f"data-{RELEASE}-zookeeper-{i}"] == "5Gi"
+    zk = wait_until(lambda: len(pods("zookeeper")) == 3 and pods("zookeeper"), 60, what="ZK pods")
+    for i in range(3):
+        labels = zk[f"{RELEASE}-zookeeper-{i}"]["metadata"]["labels"]
+        assert labels["apps.kubernetes.io/pod-index"] == str(i)
+
+    # the PDBs select the pods (the disruption controller counts them; none is ready here)
+    def pdb_expected(name: str) -> int | None:
+        obj = json.loads(kube.kubectl("get", "pdb", name, "-n", namespace, "-o", "json").stdout)
+        return (obj.get("status") or {}).get("expectedPods")
+
+    wait_until(lambda: pdb_expected(f"{RELEASE}-broker") == 3, 60, what="broker PDB status")
+    wait_until(lambda: pdb_expected(f"{RELEASE}-zookeeper") == 3, 60, what="ZK PDB status")
+
+    kube.kubectl("scale", "statefulset", f"{RELEASE}-broker", "-n", namespace, "--replicas=4")
+    found = wait_until(lambda: brokers(4), 60, what="a 4th broker pod")
+    assert found[f"{RELEASE}-broker-3"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "3"
+    kube.kubectl("delete", "namespace", namespace, "--wait=false")
+    for d in docs:
+        if d["kind"].startswith("Cluster"):
+            kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
