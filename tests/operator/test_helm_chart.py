@@ -577,11 +577,12 @@ def test_operator_rbac_least_privilege(
 def test_operator_runs_with_chart_rbac(
     kube: ControlPlane,
     installed: tuple[str, list[dict]],
-    broker: Broker,
+    secure_broker: Broker,
     tmp_path: Path,
 ) -> None:
-    """The operator, authenticated as the chart's ServiceAccount, reconciles a Topic: the RBAC
-    is enough for kopf and the handlers (no request forbidden)."""
+    """The operator, authenticated as the chart's ServiceAccount, reconciles a Topic, a Quota
+    and a User (its password Secret generated) and finalizes their deletion: the RBAC is enough
+    for kopf and every handler, and no request of the operator is forbidden."""
     ns, docs = installed
     sa_name = f"{ns}-operator"
     deploy = find(docs, "Deployment", f"{ns}-operator")
@@ -599,29 +600,48 @@ def test_operator_runs_with_chart_rbac(
     op.process.cmd = [*op.process.cmd, *args]
     cluster = f"c-{ns}"
     op.process.cmd.append(f"--cluster={cluster}")
-    op.start()
-    try:
-        kube.apply(
-            {
-                "apiVersion": "kafka.odradek.io/v1alpha1",
-                "kind": "Topic",
-                "metadata": {
-                    "name": "rbac-check",
-                    "annotations": {"kafka.odradek.io/bootstrap-servers": broker.bootstrap},
-                },
-                "spec": {"cluster": cluster, "partitions": 2},
+    annotations = {"kafka.odradek.io/bootstrap-servers": secure_broker.bootstrap}
+    username = f"rbac-{ns}"
+    resources = {
+        "topic": {"partitions": 2},
+        "quota": {"user": {"name": username}, "producerByteRate": 1048576},
+        "user": {
+            "authentication": {"type": "scram-sha-512"},
+            "authorization": {
+                "type": "simple",
+                "acls": [
+                    {"resource": {"type": "topic", "name": "rbac-check"}, "operations": ["Read"]}
+                ],
             },
-            namespace=ns,
+        },
+    }
+    names = {"topic": "rbac-check", "quota": "rbac-quota", "user": username}
+
+    def ready(kind: str) -> bool:
+        obj = kube.get(kind, names[kind], ns) or {}
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (obj.get("status") or {}).get("conditions") or []
         )
 
-        def ready() -> bool:
-            obj = kube.get("topic", "rbac-check", ns) or {}
-            return any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in (obj.get("status") or {}).get("conditions") or []
+    op.start()
+    try:
+        for kind, spec in resources.items():
+            kube.apply(
+                {
+                    "apiVersion": "kafka.odradek.io/v1alpha1",
+                    "kind": kind.capitalize(),
+                    "metadata": {"name": names[kind], "annotations": annotations},
+                    "spec": {"cluster": cluster, **spec},
+                },
+                namespace=ns,
             )
-
-        wait_until(ready, 90, what="Topic Ready through the operator running as the chart's SA")
+        for kind in resources:
+            wait_until(
+                lambda kind=kind: ready(kind), 90, what=f"{kind} Ready (operator as the chart's SA)"
+            )
+        # the generated password Secret, created by the operator
+        assert kube.get("secret", username, ns) is not None
         events = json.loads(
             kube.kubectl(
                 "get",
@@ -635,8 +655,14 @@ def test_operator_runs_with_chart_rbac(
             ).stdout
         )["items"]
         assert events, "no event posted for the Topic"
-        kube.kubectl("delete", "topic", "rbac-check", "-n", ns, "--wait=false")
-        wait_until(lambda: kube.get("topic", "rbac-check", ns) is None, 60, what="Topic finalized")
+        for kind in resources:
+            kube.kubectl("delete", kind, names[kind], "-n", ns, "--wait=false")
+        for kind in resources:
+            wait_until(
+                lambda kind=kind: kube.get(kind, names[kind], ns) is None,
+                60,
+                what=f"{kind} finalized",
+            )
     finally:
         op.stop()
     log = op.process.log_path.read_text(errors="replace")
