@@ -210,8 +210,10 @@ class _Default:
 
 
 DEFAULT = _Default()
-# (user, client-id) part of a key: a name, DEFAULT, or None when the level has no such part.
+# (user, client-id) part of a key: a name, DEFAULT, or None when the level has no such part;
+# IP entities are keyed (_IP_KEY, address or DEFAULT).
 Key = tuple[object, object]
+_IP_KEY = object()
 
 
 class QuotaConfigCache:
@@ -226,7 +228,7 @@ class QuotaConfigCache:
     def _key(entity: Entity) -> Key | None:
         d = dict(entity)
         if IP in d:
-            return None
+            return _IP_KEY, DEFAULT if d[IP] is None else d[IP]
 
         def part(t: str) -> object:
             if t not in d:
@@ -263,6 +265,10 @@ class QuotaConfigCache:
                 comps.append((CLIENT_ID, _name(client)))
         elif entity_type == zk.CLIENTS:
             comps = [(CLIENT_ID, _name(name))]
+        elif entity_type == zk.IPS:
+            entity = make_entity([(IP, _name(name))])
+            self.set(entity, quota_values(zkc.get_entity_config(entity_type, name), ip=True))
+            return
         else:
             return
         self.set(make_entity(comps), quota_values(zkc.get_entity_config(entity_type, name)))
@@ -289,4 +295,13 @@ class QuotaConfigCache:
             found = values.get(lookup)
             if found is not None and key in found:
                 return found[key], group
+        return None
+
+    def find_ip(self, address: str, key: str) -> float | None:
+        """The quota of one IP address, else the default IP quota."""
+        values = self._values
+        for lookup in ((_IP_KEY, address), (_IP_KEY, DEFAULT)):
+            found = values.get(lookup)
+            if found is not None and key in found:
+                return found[key]
         return None

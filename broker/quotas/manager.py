@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from .config import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
@@ -28,6 +29,7 @@ class QuotaKind(Enum):
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
     CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
+    CONNECTION = CONNECTION_CREATION_RATE
 
 
 @dataclass(frozen=True)
@@ -123,3 +125,20 @@ class QuotaManager:
             bucket.record(permits, rate, burst, now)
             return True, 0
         return True, token_throttle_ms(bucket.record(permits, rate, burst, now), rate)
+
+    def record_connection(self, address: str, now: float) -> int:
+        """A new connection from `address` against its connection-creation-rate quota: the
+        throttle ms (0: accept). A refused connection is not counted (Kafka unrecords it)."""
+        bound = self.cache.find_ip(address, CONNECTION_CREATION_RATE)
+        if bound is None:
+            return 0
+        key = (QuotaKind.CONNECTION, address)
+        rate = self._rates.get(key)
+        if rate is None:
+            window_ms = self.settings.window_seconds * 1000.0
+            rate = self._rates[key] = SampledRate(self.settings.samples, window_ms)
+        rate.record(1.0, now)
+        throttle = throttle_time_ms(rate.rate(now), bound, rate.window_size_ms(now))
+        if throttle > 0:
+            rate.record(-1.0, now)
+        return throttle

@@ -44,7 +44,7 @@ from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
 from .handlers.sasl import SaslAuthenticator
-from .network import Listener, SocketServer
+from .network import Connection, Listener, SocketServer
 from .tls import server_context
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,7 @@ class Broker(BrokerControl):
         # Security: SASL servers, SCRAM credentials, ACLs, quotas (created once the store is up).
         self.security: SecurityService | None = None
         self.server.new_authenticator = functools.partial(SaslAuthenticator, self)
+        self.server.connection_throttle = self._connection_throttle
         self.controller: Controller | None = None
         self.topic_admin: TopicAdmin | None = None
         self.config_changes: ConfigChangeListener | None = None
@@ -134,6 +135,12 @@ class Broker(BrokerControl):
             await self._on_topic_config(topic, self._topic_overrides[topic])
 
     # --- lifecycle --------------------------------------------------------------------------
+
+    def _connection_throttle(self, conn: Connection) -> int:
+        """IP connection-rate quotas (KIP-612), on every listener as in Kafka."""
+        if self.security is None:
+            return 0
+        return self.security.quotas.record_connection(conn.peer_host, time.monotonic() * 1000)
 
     async def start(self) -> None:
         config = self.config

@@ -265,6 +265,8 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         # Makes the SASL exchange of a connection on a SASL listener (set by the broker).
         self.new_authenticator: Callable[[Connection], Any] | None = None
+        # A new connection's throttle ms from its IP's connection-rate quota (0: serve it).
+        self.connection_throttle: Callable[[Connection], int] | None = None
         self.connections: set[Connection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
         self._sockets: list[socket.socket] = []
@@ -309,7 +311,21 @@ class SocketServer:
                 sock.close()
                 continue
             self.connections.add(conn)
+            throttle = self.connection_throttle(conn) if self.connection_throttle else 0
+            if throttle > 0:
+                # Kafka's answer to a connection over its IP's rate: closed unread, after the
+                # throttle time, so the client backs off instead of reconnecting at once.
+                log.info("connection %s over its IP's connection rate quota", conn.id)
+                self._spawn(self._close_later(conn, throttle / 1000))
+                continue
             self._spawn(self._serve(conn))
+
+    async def _close_later(self, conn: Connection, delay_s: float) -> None:
+        try:
+            await asyncio.sleep(delay_s)
+        finally:
+            self.connections.discard(conn)
+            conn.close()
 
     async def _serve(self, conn: Connection) -> None:
         try:

@@ -10,13 +10,14 @@ import asyncio
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.broker.client import admin as ours
-from odradek.broker.client.blocking import BlockingConnection
+from odradek.broker.client.blocking import BlockingConnection, api_versions_probe
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -284,3 +285,29 @@ def test_controller_mutation_quota_refuses_then_throttles(broker_factory) -> Non
 async def _list_topics(bootstrap: str) -> set[str]:
     async with ours.AdminClient(bootstrap) as admin:
         return set(await admin.list_topics())
+
+
+def test_connection_rate_quota_per_ip(broker_factory) -> None:
+    """KIP-612: connections from an IP over its rate are closed unread after a delay."""
+    broker = broker_factory(overrides=QUOTA_WINDOWS)
+    host, _, port = broker.bootstrap.rpartition(":")
+
+    async def alter(values: dict[str, float | None]) -> None:
+        async with ours.AdminClient(broker.bootstrap) as admin:
+            await admin.alter_client_quotas({(("ip", "127.0.0.1"),): values})
+
+    asyncio.run(asyncio.wait_for(alter({"connection_creation_rate": 10.0}), 30))
+    try:
+        with ThreadPoolExecutor(30) as pool:
+            answered = list(
+                pool.map(lambda _: api_versions_probe(host, int(port), timeout=20), range(30))
+            )
+        # Two one-second samples admit about ten connections at once; the rest are refused.
+        assert 0 < answered.count(True) < 30, answered
+        # Once the rate has fallen, connections are served again.
+        deadline = time.monotonic() + 30
+        while not api_versions_probe(host, int(port), timeout=20):
+            assert time.monotonic() < deadline, "connections still refused after 30 s"
+            time.sleep(0.5)
+    finally:
+        asyncio.run(asyncio.wait_for(alter({"connection_creation_rate": None}), 60))

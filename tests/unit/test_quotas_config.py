@@ -147,3 +147,21 @@ def test_token_bucket_refills_up_to_its_burst() -> None:
     assert bucket.measure(5.0, 50.0, 1_001_000.0) == -5.0
     assert bucket.measure(5.0, 50.0, 1_100_000.0) == 50.0
     assert token_throttle_ms(1.0, 5.0) == 0
+
+
+def test_connection_rate_quota_per_ip_with_a_default() -> None:
+    settings = QuotaSettings(samples=2, window_seconds=1)
+    manager = QuotaManager(settings=settings)
+    manager.cache.set(qc.make_entity([("ip", None)]), {qc.CONNECTION_CREATION_RATE: 2.0})
+    manager.cache.set(qc.make_entity([("ip", "10.0.0.9")]), {qc.CONNECTION_CREATION_RATE: 100.0})
+    now = 5_000.0
+    # Two samples of one second never measure over less than one second: 2 connections fit.
+    assert [manager.record_connection("10.0.0.1", now) for _ in range(2)] == [0, 0]
+    third = manager.record_connection("10.0.0.1", now)
+    assert third > 0
+    # A refused connection is not counted: the next one is refused for the same time.
+    assert manager.record_connection("10.0.0.1", now) == third
+    # Every address has its own rate; a specific quota overrides the default one.
+    assert manager.record_connection("10.0.0.2", now) == 0
+    assert all(manager.record_connection("10.0.0.9", now) == 0 for _ in range(50))
+    assert manager.cache.find_ip("10.0.0.3", qc.CONNECTION_CREATION_RATE) == 2.0
