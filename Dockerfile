@@ -22,29 +22,42 @@
 # odradek-base:bookworm, made locally by scripts/build-base-image.sh (Debian's /usr/bin/python3).
 #
 # The build context decides where packages come from:
-#   - the repository (a plain `docker build .`): the project is built and its dependencies are
-#     downloaded from PyPI inside the build;
-#   - a directory with a `wheels/` subdirectory holding the odradek wheel and every dependency's
-#     wheel (scripts/build-image.sh makes one on the host, with the host's pip cache): installed
-#     with --no-index, so the build needs no network at all.
+#   - the repository (a plain `docker build .`): the dependencies listed in pyproject.toml and then
+#     the project itself are installed from PyPI inside the build;
+#   - a directory made by scripts/build-image.sh: pyproject.toml, `wheels/` with every dependency's
+#     wheel and `dist/` with the odradek wheel, all built on the host (with its pip cache):
+#     installed with --no-index, so the build needs no network at all.
+# Either way the dependencies form their own layer, so a change to the sources alone reinstalls
+# only odradek.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
 # The venv's interpreter links to the base image's python3; the runtime stage below starts from
 # the same base, so the link holds there too.
 RUN python3 -m venv /opt/odradek
-COPY . /src
+# `wheel[s]` matches nothing in the repository, and the wheels directory in a prepared context.
+COPY pyproject.toml wheel[s] /src/deps/
 RUN set -eu; \
-    if [ -d /src/wheels ]; then \
-        /opt/odradek/bin/pip install --no-cache-dir --no-index --find-links /src/wheels odradek; \
+    python3 -c 'import sys, tomllib; \
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+        /src/deps/pyproject.toml >/src/deps/requirements.txt; \
+    if ls /src/deps/*.whl >/dev/null 2>&1; then \
+        /opt/odradek/bin/pip install --no-cache-dir --no-index --find-links /src/deps \
+            -r /src/deps/requirements.txt; \
     else \
-        /opt/odradek/bin/pip install --no-cache-dir /src; \
+        /opt/odradek/bin/pip install --no-cache-dir -r /src/deps/requirements.txt; \
+    fi
+COPY . /src/project
+RUN set -eu; \
+    if [ -d /src/project/dist ]; then \
+        /opt/odradek/bin/pip install --no-cache-dir --no-index --no-deps /src/project/dist/odradek-*.whl; \
+    else \
+        /opt/odradek/bin/pip install --no-cache-dir --no-deps /src/project; \
     fi; \
+    /opt/odradek/bin/pip check; \
     # Fail the build, not the first pod, when an entry point cannot import.
     /opt/odradek/bin/odradek --help >/dev/null; \
-    /opt/odradek/bin/odradek-operator --help >/dev/null; \
-    # pip's own caches and the build's bytecode for the tooling are not needed at run time.
-    rm -rf /root/.cache
+    /opt/odradek/bin/odradek-operator --help >/dev/null
 
 FROM ${BASE_IMAGE}
 # A plain passwd/group entry instead of useradd: minimal bases may lack the passwd package.

@@ -9,8 +9,8 @@
 #   3. every dependency's wheel, collected by the host's pip (its cache, its index configuration)
 #      for the same Python major.minor as the base image's; redone only when the dependency list
 #      or the base image changes;
-#   4. `docker build` with that wheels directory as the context (the Dockerfile then installs with
-#      --no-index) and --build-arg BASE_IMAGE=<the local base>.
+#   4. `docker build` with a context of pyproject.toml, wheels/ (dependencies) and dist/ (odradek),
+#      which the Dockerfile installs with --no-index, and --build-arg BASE_IMAGE=<the local base>.
 #
 # Then, unless ODRADEK_BUILD_ZOOKEEPER=0, the local ZooKeeper image the Helm chart and e2e tests use
 # (scripts/build-zookeeper-image.sh: odradek-zookeeper:3.8.4).
@@ -28,12 +28,14 @@ cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
 tag="${ODRADEK_IMAGE:-odradek:dev}"
 ctx="$cache/images/context-odradek"
 wheels="$ctx/wheels"
+dist="$ctx/dist"
 log="$cache/images/build-odradek.log"
 zookeeper="${ODRADEK_BUILD_ZOOKEEPER:-1}"
 
 bash "$root/scripts/install-docker.sh"
 base="$(bash "$root/scripts/build-base-image.sh" python)"
-mkdir -p "$wheels"
+mkdir -p "$wheels" "$dist"
+cp -p "$root/pyproject.toml" "$ctx/pyproject.toml"
 
 # The host's Python builds the (pure Python) odradek wheel: the project's venv has setuptools and
 # wheel, so no build isolation (and no network) is needed; without a venv, pip fetches them.
@@ -56,14 +58,14 @@ tar -C "$root" -cf - \
     . | tar -C "$src" -xf -
 
 echo "build-image: building the odradek wheel" >&2
-rm -f "$wheels"/odradek-*.whl
+rm -f "$dist"/odradek-*.whl
 # The backend's warnings go to a log shown only when the build fails.
-if ! SOURCE_DATE_EPOCH=946684800 "$py" -m pip wheel -q --no-deps "${isolation[@]}" -w "$wheels" \
+if ! SOURCE_DATE_EPOCH=946684800 "$py" -m pip wheel -q --no-deps "${isolation[@]}" -w "$dist" \
     "$src" >"$cache/images/wheel-odradek.log" 2>&1; then
     cat "$cache/images/wheel-odradek.log" >&2
     exit 1
 fi
-wheel="$(ls "$wheels"/odradek-*.whl)"
+wheel="$(ls "$dist"/odradek-*.whl)"
 
 # The dependency wheels depend on the wheel's Requires-Dist and on the base image's Python.
 base_id="$(docker image inspect -f '{{.Id}}' "$base")"
@@ -91,15 +93,16 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         exit 1
     fi
     echo "build-image: collecting dependency wheels (pip, host cache)" >&2
-    find "$wheels" -name '*.whl' ! -name 'odradek-*.whl' -delete
+    rm -f "$wheels"/*.whl
     # On the host, not in a container: the host's pip configuration (index, certificates, cache)
     # is what reaches PyPI on these machines.
     "$py" -m pip wheel -q --find-links "$wheels" -w "$wheels" "$wheel" >&2
+    rm -f "$wheels"/odradek-*.whl
     echo "$want" >"$stamp"
 fi
 
 # The legacy builder: Debian's dockerd 20.10 has no buildx next to it, and the Dockerfile needs no
-# BuildKit feature. -f points outside the context, which holds only wheels/.
+# BuildKit feature. -f points outside the context (pyproject.toml, wheels/, dist/).
 #
 # The build stage is tagged too ($tag-build): the legacy builder keeps an untagged stage only as a
 # dangling image, and tagging it is what lets the prune below remove older builds' leftovers
