@@ -972,3 +972,39 @@ def test_statefulset_pods(
     for d in docs:
         if d["kind"].startswith("Cluster"):
             kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
+
+
+def test_operator_rbac_cluster_wide(
+    kube: ControlPlane, chart_crds: None, helm: Path, tmp_path: Path, namespace: str
+) -> None:
+    """Default values: the operator watches every namespace through a ClusterRole holding the
+    same rules, and nothing more."""
+    make_namespace(kube, namespace)
+    docs = render(helm, tmp_path, {"fullnameOverride": namespace}, namespace)
+    rbac = [d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    kube.kubectl(
+        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
+    )
+    try:
+        sa = f"system:serviceaccount:{namespace}:{namespace}-operator"
+        for verb, res in [
+            ("watch", "topics.kafka.odradek.io"),
+            ("patch", "users.kafka.odradek.io/status"),
+            ("list", "services"),
+            ("create", "secrets"),
+            ("create", "events"),
+            ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
+        ]:
+            assert can_i(kube, sa, verb, res, None), f"operator cannot {verb} {res} cluster-wide"
+        for verb, res in [
+            ("list", "secrets"),
+            ("list", "namespaces"),
+            ("delete", "topics.kafka.odradek.io"),
+            ("create", "pods"),
+        ]:
+            assert not can_i(kube, sa, verb, res, None), f"operator may {verb} {res}"
+    finally:
+        for d in rbac:
+            if d["kind"].startswith("Cluster"):
+                kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
