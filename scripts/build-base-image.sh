@@ -64,7 +64,13 @@ if [[ ! -s "$tarball" ]]; then
     if ! command -v mmdebstrap >/dev/null; then
         echo "build-base-image: installing mmdebstrap (apt)" >&2
         (apt-get update -qq || true) >/dev/null 2>&1
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+        mkdir -p "$images"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap \
+            >"$images/apt-mmdebstrap.log" 2>&1; then
+            tail -n 20 "$images/apt-mmdebstrap.log" >&2
+            echo "build-base-image: apt-get install mmdebstrap failed" >&2
+            exit 1
+        fi
     fi
     mkdir -p "$images"
     echo "build-base-image: mmdebstrap $suite ($packages) into $tarball" >&2

@@ -35,16 +35,22 @@ if ! command -v dockerd >/dev/null; then
     command -v apt-get >/dev/null || die "dockerd is missing and there is no apt-get to install it"
     echo "install-docker: installing docker.io (apt)" >&2
     (apt-get update -qq || true) >/dev/null 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \
-        || die "apt-get install docker.io failed"
+    mkdir -p "$cache"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >"$cache/apt-docker.log" 2>&1; then
+        tail -n 20 "$cache/apt-docker.log" >&2
+        die "apt-get install docker.io failed; see $cache/apt-docker.log"
+    fi
 fi
 command -v docker >/dev/null || die "no docker client on PATH"
 
 # Start the daemon unless one is already running (then it may just be slow to answer).
-if ! pgrep -x dockerd >/dev/null; then
+started=0
+# dockerd's own pid file tells (no procps needed); a stale one is removed by dockerd itself.
+if ! { [[ -s /var/run/docker.pid ]] && kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; }; then
     mkdir -p "$cache"
     # setsid + nohup: the daemon outlives this script and the make/pytest run that called it.
     setsid nohup dockerd >>"$log" 2>&1 </dev/null &
+    started=1
 fi
 
 deadline=$((SECONDS + timeout))
@@ -56,7 +62,11 @@ until docker_ok; do
         if [[ -n "$server_api" ]] && DOCKER_API_VERSION="$server_api" docker info >/dev/null 2>&1; then
             die "docker works only with DOCKER_API_VERSION=$server_api; export it"
         fi
-        die "dockerd did not answer within ${timeout}s; see $log"
+        error="$(docker info 2>&1 >/dev/null | tail -n 1 || true)"
+        if ((started)); then
+            die "dockerd did not answer within ${timeout}s ($error); see $log"
+        fi
+        die "a dockerd is running but docker does not answer within ${timeout}s: $error"
     fi
     sleep 1
 done

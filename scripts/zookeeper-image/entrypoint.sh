@@ -13,19 +13,20 @@ data_dir="${ZOO_DATA_DIR:-/data}"
 data_log_dir="${ZOO_DATA_LOG_DIR:-/datalog}"
 home="${ZOO_HOME:-/opt/zookeeper}"
 
-# A StatefulSet pod is NAME-<ordinal>; ZooKeeper ids start at 1.
-my_id="${ZOO_MY_ID:-}"
-if [[ -z "$my_id" ]]; then
+mkdir -p "$data_dir" "$data_log_dir"
+
+# The server id: ZOO_MY_ID; else a myid already there (written by an init container or a previous
+# start); else from a StatefulSet pod's name NAME-<ordinal> (ids start at 1); else 1.
+if [[ -n "${ZOO_MY_ID:-}" ]]; then
+    echo "$ZOO_MY_ID" >"$data_dir/myid"
+elif [[ ! -s "$data_dir/myid" ]]; then
     host="$(hostname)"
     if [[ "$host" =~ -([0-9]+)$ ]]; then
-        my_id=$((BASH_REMATCH[1] + 1))
+        echo $((BASH_REMATCH[1] + 1)) >"$data_dir/myid"
     else
-        my_id=1
+        echo 1 >"$data_dir/myid"
     fi
 fi
-
-mkdir -p "$data_dir" "$data_log_dir"
-echo "$my_id" >"$data_dir/myid"
 
 cfg="$conf_dir/zoo.cfg"
 if [[ ! -f "$cfg" ]]; then
@@ -58,10 +59,14 @@ if [[ ! -f "$cfg" ]]; then
     } >"$cfg"
 fi
 
+# A log4j.properties next to zoo.cfg (e.g. in the same ConfigMap) wins over the image's own.
+log4j="$home/conf/log4j.properties"
+[[ -f "$conf_dir/log4j.properties" ]] && log4j="$conf_dir/log4j.properties"
+
 # JVMFLAGS is split on purpose: it holds several options.
 # shellcheck disable=SC2086
 exec java -Djava.awt.headless=true -XX:+ExitOnOutOfMemoryError \
     -Dzookeeper.admin.enableServer=false \
-    -Dlog4j.configuration="file:$home/conf/log4j.properties" \
+    -Dlog4j.configuration="file:$log4j" \
     ${JVMFLAGS:-} \
     -cp "$home/libs/*" org.apache.zookeeper.server.quorum.QuorumPeerMain "$cfg"

@@ -5,6 +5,8 @@ there and serves a real client, also after the ZooKeeper leader stops."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from confluent_kafka import Consumer, Producer
 from image_harness import START_TIMEOUT, Container, docker, start_published_broker, wait_until
@@ -102,3 +104,34 @@ def test_ensemble_serves_the_broker(zookeeper_image, odradek_image, run_containe
     assert found == ["follower", "leader"]
     produce_and_consume(bootstrap, "after-leader-stop", [b"d", b"e"])
     assert broker.running()
+
+
+def test_mounted_configuration_is_used_as_is(zookeeper_image, run_container, tmp_path):
+    """As the Helm chart runs it: zoo.cfg from a read-only ConfigMap mount, and myid already written
+    (by an init container) to the data volume; the entry point keeps both."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "zoo.cfg").write_text(
+        "tickTime=2000\ndataDir=/data\nclientPort=2181\nadmin.enableServer=false\n"
+        "4lw.commands.whitelist=srvr,ruok\n"
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "myid").write_text("7\n")
+    # The image's user (uid 1000) writes there, as fsGroup lets it in a pod.
+    if os.geteuid() == 0:
+        os.chown(data, 1000, 1000)
+    else:
+        data.chmod(0o777)
+    server = run_container(
+        zookeeper_image,
+        docker_args=(
+            "--hostname", "zookeeper-2",
+            "-v", f"{conf}:/conf:ro",
+            "-v", f"{data}:/data",
+        ),
+    )  # fmt: skip
+    assert wait_until(lambda: mode(server), START_TIMEOUT, "a standalone server") == "standalone"
+    assert (data / "myid").read_text().strip() == "7"
+    assert (conf / "zoo.cfg").read_text().startswith("tickTime=2000\ndataDir=/data\n")
+    assert list((data / "version-2").iterdir()), "no snapshot or log in the mounted data dir"
