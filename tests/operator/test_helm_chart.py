@@ -1008,3 +1008,240 @@ def test_operator_rbac_cluster_wide(
         for d in rbac:
             if d["kind"].startswith("Cluster"):
                 kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
+
+
+# -- the rendered pods run in the project's images (Docker stands in for the kubelet) ---------
+
+
+@pytest.fixture(scope="module")
+def images() -> tuple[str, str]:
+    """(odradek image, ZooKeeper image) from scripts/build-image.sh (cached after the first
+    build). Without a working Docker: skipped on a developer machine, FAIL under CI=true."""
+    ok = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    if ok.returncode != 0:
+        msg = "docker does not work here: run `make docker` first"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-image.sh")],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    if r.returncode != 0:
+        pytest.fail(f"scripts/build-image.sh failed:\n{r.stderr[-4000:]}", pytrace=False)
+    odradek, zookeeper = r.stdout.split()
+    return odradek, zookeeper
+
+
+class DockerPods:
+    """Runs the pods of a rendered StatefulSet or a bare Pod as Docker containers the way the
+    kubelet would: env with the downward API values, $(VAR) expansion, ConfigMap and emptyDir
+    volumes, a named volume per claim (group-owned as fsGroup makes it), the pod's user, a
+    read-only root when asked, and the pod's DNS name as a network alias."""
+
+    def __init__(self, tmp: Path, docs: list[dict], namespace: str, domain: str) -> None:
+        self.tmp = tmp
+        self.docs = docs
+        self.namespace = namespace
+        self.domain = domain
+        self.prefix = f"odrchart-{os.getpid()}-{tmp.name[-8:]}".replace("_", "-").lower()
+        self.network = self.prefix
+        self.containers: list[str] = []
+        self.volumes: list[str] = []
+        docker("network", "create", self.network)
+
+    def close(self) -> None:
+        for c in self.containers:
+            docker("rm", "-f", c, check=False)
+        for v in self.volumes:
+            docker("volume", "rm", "-f", v, check=False)
+        docker("network", "rm", self.network, check=False)
+
+    def _configmap_dir(self, name: str) -> Path:
+        cm = find(self.docs, "ConfigMap", name)
+        d = self.tmp / "configmaps" / name
+        d.mkdir(parents=True, exist_ok=True)
+        for key, text in cm["data"].items():
+            (d / key).write_text(text)
+            (d / key).chmod(0o644)
+        d.chmod(0o755)
+        return d
+
+    def _volume(self, name: str, image: str, fs_group: int | None) -> str:
+        vol = f"{self.prefix}-{name}"
+        if vol not in self.volumes:
+            docker("volume", "create", vol)
+            self.volumes.append(vol)
+            if fs_group is not None:
+                docker(
+                    "run", "--rm", "--user", "0", "-v", f"{vol}:/v", "--entrypoint", "sh", image,
+                    "-c", f"chgrp {fs_group} /v && chmod 2775 /v",
+                )  # fmt: skip
+        return vol
+
+    def run(
+        self,
+        pod_spec: dict,
+        c: dict,
+        pod_name: str,
+        labels: dict[str, str],
+        *,
+        claims: dict[str, str] | None = None,
+        aliases: tuple[str, ...] = (),
+        detach: bool = True,
+        subdomain: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        fields = {"metadata.name": pod_name, "metadata.namespace": self.namespace}
+        fields.update({f"metadata.labels['{k}']": v for k, v in labels.items()})
+        env: dict[str, str] = {}
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = kubelet_expand(str(e["value"]), env)
+            else:
+                env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        psc = pod_spec.get("securityContext") or {}
+        csc = c.get("securityContext") or {}
+        user = csc.get("runAsUser", psc.get("runAsUser"))
+        group = csc.get("runAsGroup", psc.get("runAsGroup", user))
+        image = c["image"]
+        name = f"{self.prefix}-{pod_name}-{c['name']}"
+        args = ["run", "--name", name, "--network", self.network, "--hostname", pod_name]
+        args += ["--detach"] if detach else []
+        if subdomain:
+            fqdn = f"{pod_name}.{subdomain}.{self.namespace}.svc.{self.domain}"
+            args += ["--network-alias", fqdn]
+        for a in aliases:
+            args += ["--network-alias", a]
+        if user is not None:
+            args += ["--user", f"{user}:{group}"]
+        if csc.get("readOnlyRootFilesystem"):
+            args += ["--read-only"]
+        for k, v in env.items():
+            args += ["-e", f"{k}={v}"]
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        for m in c.get("volumeMounts", []):
+            v = volumes.get(m["name"])
+            if v is not None and "configMap" in v:
+                src = self._configmap_dir(v["configMap"]["name"])
+                args += ["-v", f"{src}:{m['mountPath']}:ro"]
+            elif v is not None and "emptyDir" in v:
+                args += ["--tmpfs", f"{m['mountPath']}:mode=1777"]
+            else:
+                claim = (claims or {})[m["name"]]
+                vol = self._volume(claim, image, psc.get("fsGroup"))
+                args += ["-v", f"{vol}:{m['mountPath']}"]
+        command = [kubelet_expand(a, env) for a in c.get("command", [])]
+        cargs = [kubelet_expand(a, env) for a in c.get("args", [])]
+        if command:
+            args += ["--entrypoint", command[0], image, *command[1:], *cargs]
+        else:
+            args += [image, *cargs]
+        self.containers.append(name)
+        return docker(*args, check=detach)
+
+    def statefulset(self, name: str, aliases: tuple[str, ...] = ()) -> list[tuple[str, dict]]:
+        """Start every pod of the StatefulSet (init containers first); returns (container, spec)
+        of each main container."""
+        sts = find(self.docs, "StatefulSet", name)
+        spec = sts["spec"]
+        pod_spec = spec["template"]["spec"]
+        started = []
+        for i in range(spec["replicas"]):
+            pod = f"{name}-{i}"
+            labels = {
+                **spec["template"]["metadata"]["labels"],
+                "apps.kubernetes.io/pod-index": str(i),
+            }
+            claims = {
+                t["metadata"]["name"]: f"{t['metadata']['name']}-{pod}"
+                for t in spec.get("volumeClaimTemplates", [])
+            }
+            for init in pod_spec.get("initContainers", []):
+                r = self.run(pod_spec, init, pod, labels, claims=claims, detach=False)
+                assert r.returncode == 0, f"init container {init['name']} of {pod}: {r.stderr}"
+            (main,) = pod_spec["containers"]
+            self.run(
+                pod_spec, main, pod, labels, claims=claims, aliases=aliases,
+                subdomain=spec["serviceName"],
+            )  # fmt: skip
+            started.append((f"{self.prefix}-{pod}-{main['name']}", main))
+        return started
+
+    def wait_ready(self, started: list[tuple[str, dict]], timeout: float = 180) -> None:
+        for cname, c in started:
+            probe = c["readinessProbe"]["exec"]["command"]
+
+            def ready(cname: str = cname, probe: list[str] = probe) -> bool:
+                state = docker("inspect", "-f", "{{.State.Running}}", cname).stdout.strip()
+                if state != "true":
+                    pytest.fail(
+                        f"{cname} exited:\n{docker('logs', cname, check=False).stderr[-3000:]}"
+                    )
+                return docker("exec", cname, *probe, check=False).returncode == 0
+
+            wait_until(ready, timeout, interval=2, what=f"{cname} readiness probe")
+
+
+def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        pytest.fail(f"docker {' '.join(args[:3])}... failed: {r.stderr[-2000:]}", pytrace=False)
+    return r
+
+
+def test_chart_runs_in_the_images(images: tuple[str, str], helm: Path, tmp_path: Path) -> None:
+    """The default three-server ensemble and three brokers as rendered, in the project's images
+    with each pod's DNS name: ZooKeeper forms its quorum from zoo.cfg, every broker turns ready
+    through its probe, the helm test pod produces and consumes through the bootstrap Service,
+    and a broker stopped with SIGTERM (controlled shutdown) exits 0 within its grace period."""
+    odradek, zookeeper = images
+    repo, _, tag = odradek.rpartition(":")
+    zrepo, _, ztag = zookeeper.rpartition(":")
+    ns, domain = "kafka", "cluster.local"
+    values = {
+        "image": {"repository": repo, "tag": tag},
+        "zookeeper": {"image": {"repository": zrepo, "tag": ztag}, "heapMB": 128},
+        "tests": {"timeoutSeconds": 60},
+    }
+    docs = render(helm, tmp_path, values, ns)
+    pods = DockerPods(tmp_path, docs, ns, domain)
+    try:
+        zk = pods.statefulset(f"{RELEASE}-zookeeper")
+        pods.wait_ready(zk)
+        bootstrap = f"{RELEASE}-bootstrap.{ns}.svc.{domain}"
+        brokers = pods.statefulset(f"{RELEASE}-broker", aliases=(bootstrap,))
+        pods.wait_ready(brokers)
+        (test_pod,) = [d for d in docs if d["kind"] == "Pod"]
+        r = pods.run(
+            test_pod["spec"], test_pod["spec"]["containers"][0], test_pod["metadata"]["name"],
+            test_pod["metadata"]["labels"], detach=False,
+        )  # fmt: skip
+        assert r.returncode == 0, f"helm test pod failed:\n{r.stdout}\n{r.stderr}"
+        assert "produced and consumed" in r.stdout
+        # every broker registered under the chroot with its ordinal as broker.id (kazoo is in
+        # the image: the broker's own ZooKeeper client)
+        connect = properties(
+            find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"]
+        )["zookeeper.connect"]
+        hosts, _, chroot = connect.partition("/")
+        script = (
+            "import sys; from kazoo.client import KazooClient; "
+            "c = KazooClient(hosts=sys.argv[1]); c.start(timeout=30); "
+            "print(sorted(c.get_children(sys.argv[2]))); c.stop()"
+        )
+        (b0, _) = brokers[0]
+        ids = docker("exec", b0, "python", "-c", script, hosts, f"/{chroot}/brokers/ids").stdout
+        assert ids.strip() == "['0', '1', '2']", ids
+        # SIGTERM: controlled shutdown, exit 0 within the grace period
+        grace = find(docs, "StatefulSet", f"{RELEASE}-broker")["spec"]["template"]["spec"][
+            "terminationGracePeriodSeconds"
+        ]
+        (b2, _) = brokers[2]
+        docker("stop", "-t", str(grace), b2)
+        assert docker("inspect", "-f", "{{.State.ExitCode}}", b2).stdout.strip() == "0"
+        assert "stopped" in docker("logs", b2).stderr
+    finally:
+        pods.close()
