@@ -32,6 +32,7 @@ from .client.admin import (
 from .client.cluster import TopicPartition
 from .client.consumer import Consumer, ConsumerRecord
 from .client.producer import Producer, parse_acks, parse_compression
+from .client.security import ClientSecurity
 from .protocol.errors import ErrorCode, KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -112,6 +113,13 @@ def _client_options(p: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="how long to wait for the cluster, retries included (default 30)",
+    )
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties: security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password (or sasl.jaas.config), ssl.ca.location, ssl.certificate.location, "
+        "ssl.key.location",
     )
 
 
@@ -253,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
 # -- commands ---------------------------------------------------------------------------------
 
 
+def _security(args: argparse.Namespace) -> ClientSecurity | None:
+    return ClientSecurity.from_file(args.command_config) if args.command_config else None
+
+
 def _admin(args: argparse.Namespace) -> AdminClient:
     return AdminClient(
         args.bootstrap_server,
@@ -260,6 +272,7 @@ def _admin(args: argparse.Namespace) -> AdminClient:
         request_timeout=args.request_timeout,
         operation_timeout=args.request_timeout,
         retry_timeout=args.request_timeout,
+        security=_security(args),
     )
 
 
@@ -491,6 +504,7 @@ async def produce(args: argparse.Namespace, out: TextIO) -> int:
         request_timeout=args.request_timeout,
         max_block=args.request_timeout,
         delivery_timeout=max(args.request_timeout, 1.0) * 2,
+        security=_security(args),
     ) as producer:
         key = args.key.encode() if args.key is not None else None
         async for data in values():
@@ -545,6 +559,7 @@ async def consume(args: argparse.Namespace, out: TextIO) -> int:
         isolation_level=args.isolation_level,
         request_timeout=args.request_timeout,
         retry_timeout=args.request_timeout,
+        security=_security(args),
     ) as consumer:
         tps = await consumer.assign_topic(args.topic)
         if args.partition:

@@ -220,7 +220,7 @@ class ClusterResourceHandlers:
     ) -> Outcome:
         """converge, with broker failures sorted into retry (unreachable) or NotReady."""
         try:
-            async with admin_client(bootstrap, self.cfg.kafka_timeout_seconds) as admin:
+            async with admin_client(bootstrap, self.cfg) as admin:
                 new["managed"] = True
                 return await self.converge(admin, body, status, new, drift_mode)
         except Unreachable as e:
@@ -296,7 +296,7 @@ class ClusterResourceHandlers:
                 warn=True,
             )
         try:
-            async with admin_client(bootstrap, self.cfg.kafka_timeout_seconds) as admin:
+            async with admin_client(bootstrap, self.cfg) as admin:
                 message = await self.remove(admin, body)
         except (TimeoutError, Unreachable, KafkaError, OSError) as e:
             if isinstance(e, KafkaError) and not is_unreachable(e):

@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from odradek.broker.client import ClientConfigError, ClientSecurity
+
 ENV_PREFIX = "ODRADEK_OPERATOR_"
 
 
@@ -30,10 +32,16 @@ class OperatorConfig:
     metrics_address: str = "0.0.0.0"
     liveness_port: int = 0  # kopf's /healthz; 0 disables
     standalone: bool = True  # no kopf peering objects (one operator replica)
+    # Kafka client properties (security.protocol, sasl.*, ssl.*) for reaching the brokers;
+    # read at every connection, so a rotated Secret takes effect without a restart.
+    client_config: str = ""
 
     def selects(self, cluster: str | None) -> bool:
         """Whether this operator manages resources naming `cluster`."""
         return not self.clusters or cluster in self.clusters
+
+    def client_security(self) -> ClientSecurity | None:
+        return ClientSecurity.from_file(self.client_config) if self.client_config else None
 
     def backoff(self, attempt: int) -> float:
         """Delay before retry number `attempt` (0-based): doubling, capped."""
@@ -60,6 +68,7 @@ _ENV_FIELDS = {
     "METRICS_PORT": ("metrics_port", int),
     "METRICS_ADDRESS": ("metrics_address", str),
     "LIVENESS_PORT": ("liveness_port", int),
+    "CLIENT_CONFIG": ("client_config", str),
 }
 
 
@@ -102,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-address")
     p.add_argument("--liveness-port", type=int, help="kopf liveness probe port (0: off)")
+    p.add_argument(
+        "--client-config",
+        metavar="FILE",
+        help="Kafka client properties for the brokers' listener (security.protocol, "
+        "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
 
@@ -124,4 +139,8 @@ def load_config(
         value = getattr(args, name, None)
         if value is not None:
             setattr(cfg, name, value)
+    try:
+        cfg.client_security()  # a broken client config fails at start, not at first use
+    except ClientConfigError as e:
+        raise SystemExit(f"client config: {e}") from None
     return cfg, args

@@ -20,6 +20,7 @@ from odradek.broker.client import (
     KafkaError,
 )
 
+from .config import OperatorConfig
 from .topic_model import ActualTopic, DesiredTopic, Plan
 
 ZERO_ID = "00000000-0000-0000-0000-000000000000"
@@ -36,15 +37,17 @@ def is_unreachable(exc: BaseException) -> bool:
 
 
 @asynccontextmanager
-async def admin_client(bootstrap: str, timeout: float) -> AsyncIterator[AdminClient]:
-    """An AdminClient bounded by `timeout` for every operation; failures to connect become
-    `Unreachable`."""
+async def admin_client(bootstrap: str, cfg: OperatorConfig) -> AsyncIterator[AdminClient]:
+    """An AdminClient bounded by the Kafka timeout for every operation, logged in as the
+    client config says; failures to connect become `Unreachable`."""
+    timeout = cfg.kafka_timeout_seconds
     admin = AdminClient(
         bootstrap,
         client_id="odradek-operator",
         request_timeout=timeout,
         operation_timeout=timeout,
         retry_timeout=timeout,
+        security=cfg.client_security(),
     )
     try:
         try:

@@ -236,7 +236,7 @@ class TopicHandlers:
         drift_mode: bool,
     ) -> tuple[Outcome, list[dict]]:
         """Read the topic, apply what differs (or report drift), read it back."""
-        async with admin_client(bootstrap, self.cfg.kafka_timeout_seconds) as admin:
+        async with admin_client(bootstrap, self.cfg) as admin:
             actual = await _read_topic(admin, desired.name)
             if actual is not None and not status.get("topicId") and not status.get("adopted"):
                 new["adopted"] = True
@@ -395,7 +395,7 @@ class TopicHandlers:
                 warn=True,
             )
         try:
-            async with admin_client(bootstrap, self.cfg.kafka_timeout_seconds) as admin:
+            async with admin_client(bootstrap, self.cfg) as admin:
                 existed = await delete_topic(admin, desired.name)
         except (TimeoutError, Unreachable, KafkaError, OSError) as e:
             if isinstance(e, KafkaError) and not is_unreachable(e):

@@ -27,6 +27,7 @@ from .connection import BrokerConnection
 from .consumer import Consumer, ConsumerRecord
 from .errors import BrokerConnectionError, RequestTimeoutError, UnsupportedVersionError
 from .producer import Producer, RecordMetadata
+from .security import ClientConfigError, ClientSecurity
 
 __all__ = [
     "AdminClient",
@@ -35,6 +36,8 @@ __all__ = [
     "BrokerConnection",
     "BrokerConnectionError",
     "BrokerNode",
+    "ClientConfigError",
+    "ClientSecurity",
     "ClusterClient",
     "ClusterDescription",
     "ConfigEntry",

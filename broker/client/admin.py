@@ -28,6 +28,7 @@ from .cluster import (
     error_of,
 )
 from .connection import BrokerConnection
+from .security import ClientSecurity
 
 __all__ = [
     "CommittedOffset",
@@ -325,6 +326,7 @@ class AdminClient:
         request_timeout: float = 30.0,
         operation_timeout: float = 30.0,
         retry_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         if cluster is None:
             if bootstrap_servers is None:
@@ -334,6 +336,7 @@ class AdminClient:
                 client_id=client_id,
                 request_timeout=request_timeout,
                 retry_timeout=retry_timeout,
+                security=security,
             )
             self._owns_cluster = True
         else:

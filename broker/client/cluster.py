@@ -22,6 +22,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from .connection import BrokerConnection
 from .errors import BrokerConnectionError
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +148,10 @@ class ClusterClient:
         retry_timeout: float = 30.0,
         retry_backoff: float = 0.05,
         max_retry_backoff: float = 1.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -200,6 +203,7 @@ class ClusterClient:
             request_timeout=self.request_timeout,
             connect_timeout=self.connect_timeout,
             node_id=node_id,
+            security=self.security,
         )
 
     async def connection(self, node_id: int) -> BrokerConnection:
@@ -241,12 +245,16 @@ class ClusterClient:
             try:
                 return await self.connection(node_id)
             except KafkaError as e:
+                if not e.retriable:
+                    raise  # e.g. failed authentication: another broker will not differ
                 errors.append(str(e))
         for host, port in self.bootstrap:
             conn = self._new_connection(host, port, None)
             try:
                 await conn.connect()
             except KafkaError as e:
+                if not e.retriable:
+                    raise
                 errors.append(e.message or str(e))
                 continue
             self._bootstrap_conn = conn

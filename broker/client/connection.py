@@ -22,6 +22,7 @@ from ..protocol.codec import ProtocolError, decode_response, encode_request
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.messages import REGISTRY
 from .errors import BrokerConnectionError, RequestTimeoutError, UnsupportedVersionError
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,10 @@ class BrokerConnection:
         connect_timeout: float = 10.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         node_id: int | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -133,10 +136,17 @@ class BrokerConnection:
         return len(self._pending)
 
     async def connect(self) -> None:
-        """Open the socket and negotiate API versions."""
+        """Open the socket (TLS when configured), negotiate API versions, authenticate."""
+        context = self.security.ssl_context() if self.security is not None else None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=context,
+                    server_hostname=self.host if context is not None else None,
+                ),
+                self.connect_timeout,
             )
         except (OSError, TimeoutError) as e:
             raise BrokerConnectionError(
@@ -148,6 +158,10 @@ class BrokerConnection:
         )
         try:
             await self._negotiate()
+            if self.security is not None and self.security.uses_sasl:
+                await self.security.authenticate(
+                    self.request, self.version_for(ApiKey.SASL_HANDSHAKE)
+                )
         except BaseException:
             await self.close()
             raise

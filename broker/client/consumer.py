@@ -25,6 +25,7 @@ from ..records.record import ControlType, control_type, decode_batch
 from .admin import ListedOffset, OffsetSpec, list_offsets_request
 from .cluster import ZERO_UUID, ClusterClient, TopicPartition, error_of
 from .connection import BrokerConnection
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Consumer:
         request_timeout: float = 30.0,
         retry_timeout: float = 30.0,
         check_crcs: bool = True,
+        security: ClientSecurity | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
@@ -93,6 +95,7 @@ class Consumer:
                 client_id=client_id,
                 request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
                 retry_timeout=retry_timeout,
+                security=security,
             )
             self._owns_cluster = True
         else:

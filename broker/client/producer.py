@@ -22,6 +22,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..records.compression import CONFIG_CODECS, Codec
 from ..records.record import Record, build_batch
 from .cluster import ClusterClient, TopicPartition, error_of
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class Producer:
         max_block: float = 60.0,
         retry_backoff: float = 0.1,
         allow_auto_create_topics: bool = True,
+        security: ClientSecurity | None = None,
     ) -> None:
         if cluster is None:
             if bootstrap_servers is None:
@@ -152,6 +154,7 @@ class Producer:
                 client_id=client_id,
                 request_timeout=request_timeout,
                 retry_timeout=max_block,
+                security=security,
             )
             self._owns_cluster = True
         else:

@@ -4,9 +4,12 @@ SCRAM-SHA-256). Clients: confluent-kafka, kafka-python, and raw frames for the p
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +26,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from odradek.broker import client as ours
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -390,3 +394,107 @@ def test_tls_session_principal_and_large_writes(tmp_path) -> None:
     server_sock.close()
     assert principal == "User:CN=alice,OU=eng,O=Odradek Tests,C=US"
     assert received == [big]
+
+
+# -- the project's own client (used by the operator and the CLI) ---------------------------
+
+
+def _ours(secure: SecureBroker, listener: str, props: dict[str, str]) -> ours.AdminClient:
+    return ours.AdminClient(
+        secure.addr(listener),
+        request_timeout=15,
+        operation_timeout=15,
+        retry_timeout=15,
+        security=ours.ClientSecurity.from_properties(props),
+    )
+
+
+@pytest.mark.parametrize(
+    ("listener", "props"),
+    [
+        pytest.param(
+            "SASL_SSL",
+            {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+             'required username="alice" password="alice-scram";'},
+            id="sasl-ssl-scram-512-jaas",
+        ),
+        pytest.param(
+            "SASL_PLAINTEXT",
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+             "sasl.username": "carol", "sasl.password": "carol-scram"},
+            id="sasl-plaintext-scram-256",
+        ),
+        pytest.param(
+            "SASL_PLAINTEXT",
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": "bob", "sasl.password": "bob-plain"},
+            id="sasl-plaintext-plain",
+        ),
+        pytest.param("SSL", {"security.protocol": "SSL"}, id="ssl-client-certificate"),
+    ],
+)  # fmt: skip
+def test_odradek_client_logs_in(secure: SecureBroker, listener: str, props: dict) -> None:
+    topic = _topic(secure)
+    props = {**props, "ssl.ca.location": str(secure.ca.pem.cert)}
+    if listener == "SSL":
+        props["ssl.certificate.location"] = str(secure.client.cert)
+        props["ssl.key.location"] = str(secure.client.key)
+
+    async def run() -> tuple[set[str], list[bytes]]:
+        async with _ours(secure, listener, props) as admin:
+            names = set(await admin.list_topics())
+        async with ours.Producer(
+            secure.addr(listener), security=ours.ClientSecurity.from_properties(props)
+        ) as producer:
+            await producer.send_and_wait(topic, b"through " + listener.encode())
+        return names, []
+
+    names, _ = asyncio.run(asyncio.wait_for(run(), 60))
+    assert topic in names
+    got = _produce_consume({"bootstrap.servers": secure.broker.bootstrap}, topic, n=1)
+    assert got[0] == b"through " + listener.encode()
+
+
+def test_odradek_client_wrong_password_is_refused(secure: SecureBroker) -> None:
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.username": "alice", "sasl.password": "wrong",
+             "ssl.ca.location": str(secure.ca.pem.cert)}  # fmt: skip
+
+    async def run() -> None:
+        async with _ours(secure, "SASL_SSL", props) as admin:
+            await admin.list_topics()
+
+    with pytest.raises(ours.KafkaError) as info:
+        asyncio.run(asyncio.wait_for(run(), 60))
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def test_cli_command_config(secure: SecureBroker, tmp_path) -> None:
+    topic = _topic(secure)
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.username=alice\n"
+        "sasl.password=alice-scram\n"
+        f"ssl.ca.location={secure.ca.pem.cert}\n"
+    )
+    common = ["--bootstrap-server", secure.addr("SASL_SSL"), "--command-config", str(config)]
+    cli = [sys.executable, "-m", "odradek.broker.cli"]
+    produced = subprocess.run(
+        [*cli, "produce", *common, "--topic", topic, "--value", "secret"],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = subprocess.run(
+        [*cli, "consume", *common, "--topic", topic, "--from-beginning", "--max-messages", "1"],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert consumed.stdout == b"secret\n", consumed.stderr.decode()
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    refused = subprocess.run(
+        [*cli, "topics", "list", *common], capture_output=True, timeout=120, check=False
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.decode().startswith("error: sasl.mechanism must be one of")

@@ -488,7 +488,8 @@ class Broker:
 
     `secure=True` adds a SASL_PLAINTEXT listener (SCRAM-SHA-512 and -256) and the ACL
     authorizer. The PLAINTEXT listener stays what the operator and the tests' admin use: its
-    principal, User:ANONYMOUS, is a super user there (the project's client has no SASL).
+    principal, User:ANONYMOUS, is a super user there (the operator's SASL login through
+    --client-config is covered by the client's tests in tests/integration/test_security_auth.py).
     """
 
     def __init__(self, work: Path, *, secure: bool = False) -> None:

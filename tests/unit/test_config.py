@@ -16,10 +16,10 @@ from odradek.broker.config import (
     UnknownConfigError,
     java_double,
     load_config,
-    parse_properties,
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
+from odradek.broker.properties import parse_properties
 
 # -- properties syntax
 
