@@ -35,8 +35,9 @@ run: install
 	  --override log.dirs=$(DATA)/kafka-logs
 
 # The whole suite, the operator's tests against a real kube-apiserver included (the Kubernetes
-# tools build once from the Go module proxy into ~/.cache/odradek).
-test: install system-deps k8s-tools
+# tools and helm build once from the Go module proxy into ~/.cache/odradek; Docker comes from
+# Debian and its daemon is started when it is not running).
+test: install system-deps k8s-tools helm docker
 	$(VENV)/bin/ruff check broker operator tests bench scripts
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -67,6 +68,19 @@ clean:
 k8s-tools:
 	bash scripts/install-k8s-tools.sh
 
-# The operator against a real API server and a real broker (not part of `make test` yet).
-test-operator: install k8s-tools
+# Only the operator's tests (against a real API server and real brokers).
+test-operator: install k8s-tools helm docker
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest tests/operator $(PYTEST_ARGS)
+
+# Helm, built once from the Go module proxy (cached under ~/.cache/odradek/tools).
+.PHONY: helm docker image
+helm:
+	bash scripts/install-helm.sh >/dev/null
+
+# Docker engine from Debian's docker.io, started when it is not running.
+docker:
+	bash scripts/install-docker.sh
+
+# The image (broker and operator) from a locally made Debian base: no registry needed.
+image: install docker
+	bash scripts/build-image.sh
