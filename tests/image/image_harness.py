@@ -108,6 +108,10 @@ SINGLE_NODE = {
 }
 
 
+# As the Helm chart runs the containers: no capabilities, no privilege escalation.
+RESTRICTED = ("--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -141,7 +145,7 @@ def start_published_broker(
                 **(extra or {}),
             }
         ),
-        docker_args=("-p", f"127.0.0.1:{port}:9092", *docker_args),
+        docker_args=("-p", f"127.0.0.1:{port}:9092", *RESTRICTED, *docker_args),
     )
     container.wait_for_log("broker 0 started")
     bootstrap = f"127.0.0.1:{port}"

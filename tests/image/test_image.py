@@ -9,7 +9,14 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from image_harness import DATA_DIR, START_TIMEOUT, docker, start_published_broker, wait_until
+from image_harness import (
+    DATA_DIR,
+    RESTRICTED,
+    START_TIMEOUT,
+    docker,
+    start_published_broker,
+    wait_until,
+)
 
 # The first test pays for a cold build (mmdebstrap, wheels) in the session fixture.
 pytestmark = pytest.mark.timeout(1800)
@@ -80,10 +87,12 @@ def test_runs_as_non_root_user(odradek_image, run_container):
 
 
 def test_operator_entry_point_starts(odradek_image):
+    # As the Helm chart runs the operator: read-only root file system, no capabilities.
     proc = docker(
-        "run", "--rm", "--entrypoint", "odradek-operator", odradek_image, "--help", timeout=120
-    )
-    assert "usage:" in proc.stdout.lower(), proc.stdout
+        "run", "--rm", "--read-only", *RESTRICTED, "--entrypoint", "odradek-operator",
+        odradek_image, "--help", timeout=120,
+    )  # fmt: skip
+    assert "usage: odradek-operator" in proc.stdout, proc.stdout
     # The broker's command line tools ship in the same image.
     proc = docker("run", "--rm", odradek_image, "--help", timeout=120)
     assert "broker" in proc.stdout

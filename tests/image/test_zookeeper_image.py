@@ -9,7 +9,14 @@ import os
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from image_harness import START_TIMEOUT, Container, docker, start_published_broker, wait_until
+from image_harness import (
+    RESTRICTED,
+    START_TIMEOUT,
+    Container,
+    docker,
+    start_published_broker,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -128,7 +135,7 @@ def test_mounted_configuration_is_used_as_is(zookeeper_image, run_container, tmp
         docker_args=(
             "--hostname", "zookeeper-2",
             "-v", f"{conf}:/conf:ro",
-            "-v", f"{data}:/data",
+            "-v", f"{data}:/data", *RESTRICTED,
         ),
     )  # fmt: skip
     assert wait_until(lambda: mode(server), START_TIMEOUT, "a standalone server") == "standalone"
