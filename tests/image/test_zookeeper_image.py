@@ -69,22 +69,11 @@ def produce_and_consume(bootstrap: str, topic: str, values: list[bytes]) -> None
 def test_ensemble_serves_the_broker(zookeeper_image, odradek_image, run_container, docker_network):
     names = [f"zk-{i}" for i in range(SERVERS)]
     servers_cfg = " ".join(f"server.{i + 1}={n}:2888:3888;2181" for i, n in enumerate(names))
-    servers = [
-        run_container(
-            zookeeper_image,
-            docker_args=(
-                "--network",
-                docker_network,
-                "--network-alias",
-                name,
-                "--hostname",
-                name,
-                "-e",
-                f"ZOO_SERVERS={servers_cfg}",
-            ),
-        )  # fmt: skip
-        for name in names
-    ]
+    servers = []
+    for name in names:
+        net = ("--network", docker_network, "--network-alias", name, "--hostname", name)
+        env = ("-e", f"ZOO_SERVERS={servers_cfg}")
+        servers.append(run_container(zookeeper_image, docker_args=(*net, *env, *RESTRICTED)))
     found = wait_until(lambda: modes(servers), START_TIMEOUT, "a ZooKeeper quorum")
     assert found == ["follower", "follower", "leader"]
 
