@@ -1093,6 +1093,8 @@ class DockerPods:
         aliases: tuple[str, ...] = (),
         detach: bool = True,
         subdomain: str | None = None,
+        host_network: bool = False,
+        extra: tuple[str, ...] = (),
     ) -> subprocess.CompletedProcess[str]:
         fields = {"metadata.name": pod_name, "metadata.namespace": self.namespace}
         fields.update({f"metadata.labels['{k}']": v for k, v in labels.items()})
@@ -1108,7 +1110,11 @@ class DockerPods:
         group = csc.get("runAsGroup", psc.get("runAsGroup", user))
         image = c["image"]
         name = f"{self.prefix}-{pod_name}-{c['name']}"
-        args = ["run", "--name", name, "--network", self.network, "--hostname", pod_name]
+        args = ["run", "--name", name, *extra]
+        if host_network:
+            args += ["--network", "host"]
+        else:
+            args += ["--network", self.network, "--hostname", pod_name]
         args += ["--detach"] if detach else []
         if subdomain:
             fqdn = f"{pod_name}.{subdomain}.{self.namespace}.svc.{self.domain}"
@@ -1245,3 +1251,123 @@ def test_chart_runs_in_the_images(images: tuple[str, str], helm: Path, tmp_path:
         assert "stopped" in docker("logs", b2).stderr
     finally:
         pods.close()
+
+
+def test_operator_deployment_runs_in_the_image(
+    images: tuple[str, str],
+    kube: ControlPlane,
+    chart_crds: None,
+    helm: Path,
+    tmp_path: Path,
+    namespace: str,
+    broker: Broker,
+) -> None:
+    """The operator Deployment's container, in the image, authenticating in-cluster with a token
+    of the chart's ServiceAccount (mounted where the kubelet puts it): liveness and metrics
+    endpoints answer, and a Topic becomes Ready."""
+    import urllib.request
+
+    from kube_harness import free_port
+
+    odradek, _ = images
+    repo, _, tag = odradek.rpartition(":")
+    make_namespace(kube, namespace)
+    metrics_port, health_port = free_port(), free_port()
+    values = {
+        "fullnameOverride": namespace,
+        "image": {"repository": repo, "tag": tag},
+        "operator": {
+            "watchNamespaces": [namespace],
+            "allowBootstrapAnnotation": True,
+            "clusters": [f"c-{namespace}"],
+            "metrics": {"port": metrics_port},
+            "healthPort": health_port,
+        },
+    }
+    docs = render(helm, tmp_path, values, namespace)
+    rbac = [
+        d
+        for d in docs
+        if d["kind"]
+        in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    ]
+    kube.kubectl(
+        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
+    )
+    deploy = find(docs, "Deployment", f"{namespace}-operator")
+    pod_spec = deploy["spec"]["template"]["spec"]
+    sa = pod_spec["serviceAccountName"]
+    token = kube.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    sa_dir = tmp_path / "serviceaccount"
+    sa_dir.mkdir()
+    (sa_dir / "token").write_text(token)
+    (sa_dir / "ca.crt").write_text(kube.pki.ca_path.read_text())
+    (sa_dir / "namespace").write_text(namespace)
+    for f in sa_dir.iterdir():
+        f.chmod(0o644)
+    pods = DockerPods(tmp_path, docs, namespace, "cluster.local")
+    (c,) = pod_spec["containers"]
+    name = f"{pods.prefix}-operator-operator"
+    try:
+        pods.run(
+            pod_spec,
+            c,
+            "operator",
+            deploy["spec"]["template"]["metadata"]["labels"],
+            host_network=True,
+            extra=(
+                "-v",
+                f"{sa_dir}:/var/run/secrets/kubernetes.io/serviceaccount:ro",
+                "-e",
+                "KUBERNETES_SERVICE_HOST=127.0.0.1",
+                "-e",
+                f"KUBERNETES_SERVICE_PORT={kube.port}",
+            ),
+        )
+
+        def get(port: int, path: str) -> str:
+            state = docker("inspect", "-f", "{{.State.Running}}", name).stdout.strip()
+            if state != "true":
+                pytest.fail(f"operator exited:\n{docker('logs', name, check=False).stderr[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                    return r.read().decode()
+            except OSError:
+                return ""
+
+        health = c["livenessProbe"]["httpGet"]
+        assert health["port"] == "health"
+        wait_until(lambda: get(health_port, health["path"]), 120, what="the operator's /healthz")
+        wait_until(lambda: "odradek_operator" in get(metrics_port, "/metrics"), 60, what="metrics")
+        kube.apply(
+            {
+                "apiVersion": "kafka.odradek.io/v1alpha1",
+                "kind": "Topic",
+                "metadata": {
+                    "name": "in-image",
+                    "annotations": {"kafka.odradek.io/bootstrap-servers": broker.bootstrap},
+                },
+                "spec": {"cluster": f"c-{namespace}", "partitions": 1},
+            },
+            namespace=namespace,
+        )
+
+        def ready() -> bool:
+            get(health_port, health["path"])  # fails the test if the operator died
+            obj = kube.get("topic", "in-image", namespace) or {}
+            return any(
+                x["type"] == "Ready" and x["status"] == "True"
+                for x in (obj.get("status") or {}).get("conditions") or []
+            )
+
+        wait_until(ready, 90, what="Topic Ready through the operator in the image")
+        kube.kubectl("delete", "topic", "in-image", "-n", namespace, "--wait=false")
+        wait_until(lambda: kube.get("topic", "in-image", namespace) is None, 60, what="finalized")
+        docker("stop", "-t", "30", name)
+        logs = docker("logs", name).stderr + docker("logs", name).stdout
+        assert not re.search(r"forbidden|\b403\b|Not enough permissions", logs, re.I), logs[-3000:]
+    finally:
+        pods.close()
+        for d in rbac:
+            if d["kind"].startswith("Cluster"):
+                kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
