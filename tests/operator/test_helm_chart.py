@@ -1,11 +1,19 @@
-"""The Helm chart charts/odradek: lint, schema, and what it renders against a real API server.
+"""The Helm chart charts/odradek: lint, schema, what it renders, and whether that runs.
 
 helm is the binary scripts/install-helm.sh builds (`make helm`) into ~/.cache/odradek/tools/bin;
-without it these tests are skipped on a developer machine and FAIL under CI=true. Rendered
-manifests go to the `kube` fixture's kube-apiserver with `kubectl apply --server-side
---dry-run=server` (admission, schema and RBAC checks of the real server, nothing persisted), the
-chart's CRDs applied for real first. The operator Deployment's RBAC is checked by running the
-operator process as the chart's ServiceAccount.
+without it these tests are skipped on a developer machine and FAIL under CI=true (likewise Docker
+for the tests that run the images). What is checked:
+- `helm lint` (also --strict) and values.schema.json rejecting bad values;
+- the rendered manifests, default and non-default values, accepted by the `kube` fixture's real
+  kube-apiserver (`kubectl apply --server-side --dry-run=server`, the chart's CRDs applied first);
+- the properties users rely on (advertised DNS names, broker.id from the ordinal, a PVC per
+  broker, PDBs, anti-affinity, readiness, the bootstrap Service the operator finds);
+- the operator's RBAC: `kubectl auth can-i` for what it needs and nothing more, and the operator
+  itself running as the chart's ServiceAccount;
+- kube-controller-manager's StatefulSet controller making the broker pods (ordinal labels,
+  subdomain, PVCs) and `kubectl scale`;
+- the rendered configuration running real processes: ZooKeeper and a broker on loopback, then the
+  whole default topology and the operator Deployment in the project's images under Docker.
 """
 
 from __future__ import annotations
