@@ -165,7 +165,11 @@ LARGE = {
         "external": {"connect": "zk-a:2181,zk-b:2181"},
         "chroot": "/kafka/prod",
     },
-    "operator": {"clusters": ["prod"], "allowBootstrapAnnotation": True},
+    "operator": {
+        "clusters": ["prod"],
+        "allowBootstrapAnnotation": True,
+        "clientConfig": {"secretName": "kafka-admin", "key": "admin.properties"},
+    },
 }
 
 
@@ -380,6 +384,25 @@ def test_bootstrap_service_found_by_operator(helm: Path, tmp_path: Path) -> None
     docs = render(helm, tmp_path, None, "default")
     labels = find(docs, "Service", f"{RELEASE}-bootstrap")["metadata"]["labels"]
     assert labels[clusters.CLUSTER_LABEL] == RELEASE
+
+
+def test_operator_client_config(helm: Path, tmp_path: Path) -> None:
+    """A secured cluster: the operator's client properties come from a Secret."""
+    docs = render(helm, tmp_path, LARGE, "prod")
+    pod = find(docs, "Deployment", f"{RELEASE}-operator")["spec"]["template"]["spec"]
+    c = container(pod, "operator")
+    arg = next(a for a in c["args"] if a.startswith("--client-config="))
+    path = Path(arg.split("=", 1)[1])
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "client-config"]
+    assert Path(mount["mountPath"]) / "admin.properties" == path and mount["readOnly"]
+    (vol,) = [v for v in pod["volumes"] if v["name"] == "client-config"]
+    assert vol["secret"]["secretName"] == "kafka-admin"
+    assert "--cluster=prod" in c["args"] and "--allow-bootstrap-annotation" in c["args"]
+    default = render(helm, tmp_path, None, "prod")
+    c = container(
+        find(default, "Deployment", f"{RELEASE}-operator")["spec"]["template"]["spec"], "operator"
+    )
+    assert not [a for a in c.get("args", []) if a.startswith("--client-config")]
 
 
 def test_helm_test_pod(helm: Path, tmp_path: Path) -> None:
