@@ -288,9 +288,9 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
         term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
     )
 
-    # ready when it answers Metadata; SIGTERM gets time for the controlled shutdown
+    # ready when it serves the cluster; SIGTERM gets time for the controlled shutdown
     probe = broker["readinessProbe"]["exec"]["command"]
-    assert probe[:3] == ["odradek", "topics", "list"]
+    assert probe[:2] == ["odradek", "ready"]
     assert probe[probe.index("--bootstrap-server") + 1] == "127.0.0.1:9092"
     assert pod["terminationGracePeriodSeconds"] >= 60
     assert broker["resources"]["requests"]
