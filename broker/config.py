@@ -645,6 +645,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     _d("metrics.num.samples", T.INT, 2, "Samples kept per metric.", L, at_least(1)),
     _d("metrics.sample.window.ms", T.LONG, 30000, "Window of one metric sample.", L, at_least(1)),
     _d("metrics.recording.level", T.STRING, "INFO", "Highest recording level of metrics.", L),
+    _d("prometheus.metrics.port", T.INT, -1, "Port of the Prometheus /metrics endpoint; -1 turns it off, 0 picks a free port.", M, at_least(-1)),
+    _d("prometheus.metrics.host", T.STRING, "0.0.0.0", "Address the Prometheus /metrics endpoint binds to.", L),
 )
 # fmt: on
 

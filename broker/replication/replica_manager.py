@@ -61,6 +61,9 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # ISR changes this broker proposed as leader (the server's metrics read them).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.zk: Any = None  # KafkaZk, for the leader's ISR writes (None: ISR changes stay local)
         self._io: Callable[..., Awaitable[Any]] | None = None
@@ -302,6 +305,7 @@ class ReplicaManager:
                     partition.state.isr,
                     new_isr,
                 )
+                self.isr_shrinks += 1
                 self.propose_isr(partition, new_isr)
 
     def record_follower_fetch(
@@ -318,6 +322,7 @@ class ReplicaManager:
                 partition.state.isr,
                 new_isr,
             )
+            self.isr_expands += 1
             self.propose_isr(partition, new_isr)
 
     def propose_isr(self, partition: Partition, new_isr: list[int]) -> None:

@@ -44,6 +44,7 @@ from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
 from .handlers.sasl import SaslAuthenticator
+from .metrics import BrokerMetrics
 from .network import Connection, Listener, SocketServer
 from .tls import server_context
 
@@ -100,6 +101,8 @@ class Broker(BrokerControl):
         self.security: SecurityService | None = None
         self.server.new_authenticator = functools.partial(SaslAuthenticator, self)
         self.server.connection_throttle = self._connection_throttle
+        self.metrics = BrokerMetrics(self)
+        self.metrics_port: int | None = None
         self.controller: Controller | None = None
         self.topic_admin: TopicAdmin | None = None
         self.config_changes: ConfigChangeListener | None = None
@@ -188,6 +191,11 @@ class Broker(BrokerControl):
         self.security = SecurityService(self.zk, config.get_raw, executor=self.executor)
         await self.security.start()
         await self.server.start()
+        port = config.get("prometheus.metrics.port")
+        if port >= 0:
+            self.metrics_port = await self._io(
+                self.metrics.serve, config.get("prometheus.metrics.host"), port
+            )
         self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
         self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
         self.config_changes = ConfigChangeListener(
@@ -372,6 +380,7 @@ class Broker(BrokerControl):
                 await self._tick_task
         await self.replica_manager.shutdown()
         await self.server.stop()
+        self.metrics.stop()
         await self.group_coordinator.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()

@@ -79,12 +79,12 @@ class Dispatcher:
                 f"unsupported version {version} of API {header.api_key} "
                 f"(supported {spec.versions.lo}-{spec.versions.hi})"
             )
-        started = time.perf_counter_ns()
+        received = time.perf_counter_ns()
         try:
             request = codec.decode_request(header.api_key, version, frame, offset)
         except codec.ProtocolError as e:
             raise CloseConnection(f"malformed {ApiKey(header.api_key).name} v{version}: {e}") from e
-        decode_ns = time.perf_counter_ns() - started
+        decode_ns = time.perf_counter_ns() - received
         if header.api_key not in _SERVED_BEFORE_READY and not self.broker.ready.is_set():
             await self.broker.wait_ready()
         ctx = RequestContext(self.broker, conn, header)
@@ -100,6 +100,9 @@ class Dispatcher:
         response = await spec.fn(ctx, request)
         busy_ns = time.perf_counter_ns() - started - ctx.waited_ns
         self._throttle(conn, header, request, response, decode_ns + busy_ns)
+        self.broker.metrics.record_request(
+            header.api_key, version, (time.perf_counter_ns() - received) / 1e6
+        )
         if response is None:
             return None
         return codec.encode_response(header.api_key, version, header.correlation_id, response)

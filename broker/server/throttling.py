@@ -133,7 +133,8 @@ class MutationQuota:
             raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
 
 
-def _records_size(records: Any) -> int:
+def records_size(records: Any) -> int:
+    """Bytes of a records field: bytes, a memoryview, or a file region (sendfile)."""
     if records is None:
         return 0
     return records.size if hasattr(records, "fileno") else len(records)
@@ -141,7 +142,7 @@ def _records_size(records: Any) -> int:
 
 def produce_bytes(request: dict[str, Any]) -> int:
     return sum(
-        _records_size(p.get("records"))
+        records_size(p.get("records"))
         for t in request.get("topic_data", [])
         for p in t.get("partition_data", [])
     )
@@ -149,7 +150,7 @@ def produce_bytes(request: dict[str, Any]) -> int:
 
 def fetch_bytes(response: dict[str, Any]) -> int:
     return sum(
-        _records_size(p.get("records"))
+        records_size(p.get("records"))
         for t in response.get("responses", [])
         for p in t.get("partitions", [])
     )

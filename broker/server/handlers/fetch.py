@@ -18,6 +18,7 @@ from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
+from ..throttling import records_size
 from .registry import RequestContext, handles
 
 INT32_MAX = 0x7FFFFFFF
@@ -148,7 +149,10 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             _session_changed(session, r)
 
     by_topic: dict[str, dict[str, Any]] = {}
+    metrics = broker.metrics
     for w, part in results:
+        if replica_id < 0 and part["records"] is not None:
+            metrics.record_fetch(w.topic, records_size(part["records"]))  # replication not counted
         topic = by_topic.get(w.topic + str(w.topic_id))
         if topic is None:
             topic = {"topic": w.topic, "topic_id": w.topic_id, "partitions": []}
@@ -186,7 +190,7 @@ def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any
     changed = (
         part["error_code"] != ErrorCode.NONE
         or part["records"] is not None
-        and _size(part["records"]) > 0
+        and records_size(part["records"]) > 0
         or sp.high_watermark != part["high_watermark"]
         or sp.log_start_offset != part["log_start_offset"]
         or sp.last_stable_offset != part["last_stable_offset"]
@@ -195,10 +199,6 @@ def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any
     sp.log_start_offset = part["log_start_offset"]
     sp.last_stable_offset = part["last_stable_offset"]
     return changed
-
-
-def _size(records: Any) -> int:
-    return records.size if hasattr(records, "fileno") else len(records)
 
 
 def _follower_partition(ctx: RequestContext, w: _Wanted, replica_id: int) -> Any:

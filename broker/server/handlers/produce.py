@@ -11,6 +11,7 @@ from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
 from ..network import CloseConnection
+from ..throttling import records_size
 from .registry import RequestContext, handles
 
 
@@ -79,6 +80,12 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 "error_message": outcome.message,
             }
             results.append(result)
+            if outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
+                broker.metrics.record_produce(
+                    name,
+                    outcome.last_offset - outcome.base_offset + 1,
+                    records_size(part["records"]),
+                )
             if acks == -1 and outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
                 waiting.append((result, partition, outcome.last_offset + 1))
         responses.append({"name": name, "partition_responses": results})

@@ -1,0 +1,131 @@
+"""The broker's Prometheus metrics, named as the Prometheus JMX exporter names Kafka's MBeans
+(the rules Strimzi ships), so dashboards and alerts written for Apache Kafka read them unchanged:
+`kafka_server_brokertopicmetrics_messagesin_total{topic}`,
+`kafka_server_replicamanager_underreplicatedpartitions`, and so on.
+
+Counters are bumped on the request path once per partition or request (never per record);
+gauges of the broker's state are computed when Prometheus scrapes, on the HTTP server's thread,
+from snapshots of the broker's tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Request latencies in milliseconds, Kafka's unit (its TotalTimeMs histograms).
+_LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+class _StateCollector(Collector):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        broker = self.broker
+        partitions = list(broker.replica_manager.partitions.values())
+        leaders = [p for p in partitions if p.is_leader]
+        under = [p for p in leaders if len(p.state.isr) < len(p.state.replicas)]
+        under_min = [p for p in leaders if len(p.state.isr) < p.effective_min_isr]
+        controller = broker.controller
+        for name, doc, value in (
+            ("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
+             len(partitions)),
+            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
+             len(leaders)),
+            ("kafka_server_replicamanager_underreplicatedpartitions",
+             "Led partitions whose ISR is smaller than their replica set", len(under)),
+            ("kafka_server_replicamanager_underminisrpartitioncount",
+             "Led partitions whose ISR is below min.insync.replicas", len(under_min)),
+            ("kafka_controller_kafkacontroller_activecontrollercount",
+             "1 on the active controller", int(controller is not None and controller.active)),
+            ("kafka_server_socketservermetrics_connection_count", "Open client connections",
+             len(broker.server.connections)),
+        ):  # fmt: skip
+            yield GaugeMetricFamily(name, doc, value=value)
+        sizes = GaugeMetricFamily(
+            "kafka_log_log_size", "Bytes of a partition's log", labels=["topic", "partition"]
+        )
+        for p in partitions:
+            sizes.add_metric([p.topic, str(p.index)], p.log.size)
+        yield sizes
+        rm = broker.replica_manager
+        yield CounterMetricFamily(
+            "kafka_server_replicamanager_isrshrinks", "ISR shrinks proposed", value=rm.isr_shrinks
+        )
+        yield CounterMetricFamily(
+            "kafka_server_replicamanager_isrexpands", "ISR expansions proposed",
+            value=rm.isr_expands,
+        )  # fmt: skip
+
+
+class BrokerMetrics:
+    """One registry per broker, so several brokers can live in one process (tests)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        self.messages_in = Counter(
+            "kafka_server_brokertopicmetrics_messagesin", "Records appended by producers",
+            ["topic"], registry=reg,
+        )  # fmt: skip
+        self.bytes_in = Counter(
+            "kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers",
+            ["topic"], registry=reg,
+        )  # fmt: skip
+        self.bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_bytesout", "Bytes fetched by consumers",
+            ["topic"], registry=reg,
+        )  # fmt: skip
+        self.requests = Counter(
+            "kafka_network_requestmetrics_requests", "Requests handled",
+            ["request", "version"], registry=reg,
+        )  # fmt: skip
+        self.total_time = Histogram(
+            "kafka_network_requestmetrics_totaltimems", "Request time from decode to response",
+            ["request"], buckets=_LATENCY_BUCKETS_MS, registry=reg,
+        )  # fmt: skip
+        reg.register(_StateCollector(broker))
+        # Kafka's request tag: the API's name, ApiVersions, DescribeCluster, ...
+        self._names = {int(k): k.name.title().replace("_", "") for k in ApiKey}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def record_request(self, api_key: int, version: int, elapsed_ms: float) -> None:
+        name = self._names.get(api_key, str(api_key))
+        self.requests.labels(name, str(version)).inc()
+        self.total_time.labels(name).observe(elapsed_ms)
+
+    def record_produce(self, topic: str, records: int, size: int) -> None:
+        self.messages_in.labels(topic).inc(records)
+        self.bytes_in.labels(topic).inc(size)
+
+    def record_fetch(self, topic: str, size: int) -> None:
+        if size:
+            self.bytes_out.labels(topic).inc(size)
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve /metrics over HTTP; returns the bound port (0 asks for a free one)."""
+        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        bound = self._server.server_address[1]
+        log.info("Prometheus metrics on http://%s:%d/metrics", host, bound)
+        return bound
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
