@@ -271,6 +271,12 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
         for i in range(3)
     ]
 
+    # Prometheus scrapes every broker's /metrics
+    ports = {p["name"]: p["containerPort"] for p in broker["ports"]}
+    assert props["prometheus.metrics.port"] == str(ports["metrics"]) == "9404"
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "9404"
+
     # a PVC per broker
     (claim,) = spec["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
