@@ -49,7 +49,7 @@ integration: install system-deps
 
 bench: install system-deps
 	bash scripts/install-kafka.sh
-	$(PY) bench/run.py
+	PYTHONPATH=bench $(PY) bench/run.py
 
 lint: install
 	$(VENV)/bin/ruff check broker operator tests bench scripts
