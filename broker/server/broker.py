@@ -27,7 +27,7 @@ from ..cluster.control import (
 )
 from ..cluster.controller import Controller
 from ..cluster.embedded_store import EmbeddedStore
-from ..cluster.kafka_zk import KafkaZk
+from ..cluster.kafka_zk import BrokerIdInUseError, KafkaZk
 from ..cluster.metadata_cache import MetadataCache
 from ..cluster.metadata_store import MetadataStore, run_blocking
 from ..cluster.topic_admin import TopicAdmin
@@ -196,7 +196,7 @@ class Broker(BrokerControl):
             self.metrics_port = await self._io(
                 self.metrics.serve, config.get("prometheus.metrics.host"), port
             )
-        self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
+        self.broker_epoch = await self._register()
         self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
         self.config_changes = ConfigChangeListener(
             self.zk,
@@ -252,11 +252,28 @@ class Broker(BrokerControl):
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._reregister(session)))
 
+    async def _register(self) -> int:
+        """Register this broker; when a previous process of the same id was killed, its
+        registration lives on until ZooKeeper expires that session: wait for it (bounded by
+        the session timeout) instead of exiting, so a restarted pod comes back at once."""
+        deadline = time.monotonic() + self.config.get("zookeeper.session.timeout.ms") / 1000 + 10
+        waited = False
+        while True:
+            try:
+                return await self._io(self.zk.register_broker, self._registration())
+            except BrokerIdInUseError as e:
+                if time.monotonic() > deadline:
+                    raise
+                if not waited:
+                    log.warning("%s; waiting for that session to expire", e)
+                    waited = True
+                await asyncio.sleep(0.5)
+
     async def _reregister(self, session: int) -> None:
         backoff = 0.2
         for _ in range(20):
             try:
-                self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
+                self.broker_epoch = await self._register()
                 break
             except Exception:
                 log.warning(

@@ -259,3 +259,21 @@ def test_leader_isr_shrink_reaches_every_broker(cluster_factory) -> None:
         epoch,
         list(shrunk),
     )
+
+
+def test_broker_restarted_right_after_kill_9_waits_for_its_old_registration(
+    cluster_factory,
+) -> None:
+    """A pod restarted at once after a crash finds its id still registered by the dead
+    process's ZooKeeper session: it waits for that session to expire, then joins."""
+    # A session long enough that the restart surely comes before it expires.
+    c = cluster_factory(overrides={"zookeeper.session.timeout.ms": "20000"})
+    _create_and_converge(c, "comeback", 3)
+    victim = next(b for b in c.brokers.values() if b.broker_id != c.controller().broker_id)
+    victim.kill()
+    assert victim.broker_id in c.registered()  # the dead session still holds the node
+    victim.start()
+    back = c.wait_until(lambda: c.converged(["comeback"]), "metadata with the broker back")
+    assert back["brokers"] == [1, 2, 3]
+    assert victim.running, victim.log_tail()
+    assert "waiting for that session to expire" in victim.log_text()
