@@ -1,10 +1,10 @@
-"""The lifecycle every "one Kafka object per resource" kind shares (Quota, User).
+"""The lifecycle every "one Kafka object per resource" kind shares (Topic, Quota, User).
 
 A subclass says which Kafka object a resource claims (a quota entity, a principal), how to bring
 the brokers to the spec and how to remove what it manages; this base does the rest the same way
 for each kind: a per-resource lock, the oldest-claim-wins rule, cluster discovery, back-off while
 brokers are unreachable (in status.retry), the Ready condition with observedGeneration, events,
-metrics, a resync timer that reverts drift, and a deletion that never blocks forever.
+metrics, a resync timer that finds drift, and a deletion that never blocks forever.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .status import (
     ready_changed,
     retry_record,
     set_condition,
+    settled,
     warning,
 )
 
@@ -59,6 +60,10 @@ class ClusterResourceHandlers:
 
     KIND: ClassVar[str]
     PLURAL: ClassVar[str]
+    # Ready reasons after which the spec counts as applied: a resync then finds drift.
+    SETTLED: ClassVar[tuple[str, ...]] = (RECONCILED,)
+    # How events say removal: (remove, removed, removing).
+    REMOVAL: ClassVar[tuple[str, str, str]] = ("remove", "removed", "removing")
 
     def __init__(self, cfg: OperatorConfig) -> None:
         self.cfg = cfg
@@ -85,6 +90,30 @@ class ClusterResourceHandlers:
     async def remove(self, admin: AdminClient, body: Any) -> str:
         """Remove what the resource manages from the brokers; returns the event message."""
         raise NotImplementedError
+
+    # -- what subclasses may change -------------------------------------------------------
+
+    def managed(self, status: Mapping[str, Any]) -> bool:
+        """Whether status says this resource has been managing its Kafka object."""
+        return bool(status.get("managed"))
+
+    def mark_managed(self, new: dict[str, Any]) -> None:
+        """Record in status (`new`) that the resource manages its Kafka object from now on."""
+        new["managed"] = True
+
+    def status_fields(self, body: Any) -> dict[str, Any]:
+        """Status fields written whatever the outcome (besides observedGeneration)."""
+        return {}
+
+    def more_conditions(
+        self, conditions: list[dict], new: Mapping[str, Any], generation: int | None
+    ) -> list[dict]:
+        """Conditions besides Ready, from the status fields converge put into `new`."""
+        return conditions
+
+    def kept(self, body: Any) -> str | None:
+        """Why deletion leaves the Kafka object on the brokers (a retain policy), or None."""
+        return None
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -121,8 +150,9 @@ class ClusterResourceHandlers:
         cluster = spec.get("cluster")
         if not cluster:
             return None
-        ready = get_condition((status or {}).get("conditions"), "Ready") or {}
-        managing = bool((status or {}).get("managed")) and ready.get("reason") != RESOURCE_CONFLICT
+        status = status or {}
+        ready = get_condition(status.get("conditions"), "Ready") or {}
+        managing = self.managed(status) and ready.get("reason") != RESOURCE_CONFLICT
         owner = OwnerKey(
             meta.get("creationTimestamp", ""), not managing, meta["uid"], namespace, name
         )
@@ -182,7 +212,7 @@ class ClusterResourceHandlers:
         meta = body["metadata"]
         status = dict(body.get("status") or {})
         generation = meta.get("generation")
-        new: dict[str, Any] = {"observedGeneration": generation}
+        new: dict[str, Any] = {"observedGeneration": generation, **self.status_fields(body)}
         winner = self._winner(body, kw.get(self.claims_index))
         if winner is not None and winner.uid != meta["uid"]:
             outcome = Outcome(
@@ -200,12 +230,7 @@ class ClusterResourceHandlers:
             if bootstrap is None:
                 outcome = Outcome(False, CLUSTER_NOT_FOUND, why, retriable=True)
             else:
-                ready = get_condition(status.get("conditions"), "Ready") or {}
-                drift_mode = (
-                    trigger == "timer"
-                    and status.get("observedGeneration") == generation
-                    and ready.get("reason") == RECONCILED
-                )
+                drift_mode = trigger == "timer" and settled(status, generation, self.SETTLED)
                 outcome = await self._converge_guarded(body, status, new, bootstrap, drift_mode)
         self._write_status(body, patch, status, new, outcome, attempt)
         return outcome
@@ -221,7 +246,7 @@ class ClusterResourceHandlers:
         """converge, with broker failures sorted into retry (unreachable) or NotReady."""
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
-                new["managed"] = True
+                self.mark_managed(new)
                 return await self.converge(admin, body, status, new, drift_mode)
         except Unreachable as e:
             return Outcome(False, CLUSTER_UNREACHABLE, str(e), retriable=True)
@@ -243,7 +268,7 @@ class ClusterResourceHandlers:
     ) -> None:
         generation = body["metadata"].get("generation")
         old_ready = get_condition(status.get("conditions"), "Ready")
-        new["conditions"] = set_condition(
+        conditions = set_condition(
             status.get("conditions"),
             "Ready",
             outcome.ready,
@@ -251,6 +276,7 @@ class ClusterResourceHandlers:
             outcome.message,
             generation,
         )
+        new["conditions"] = self.more_conditions(conditions, new, generation)
         delay = self.cfg.backoff(attempt)
         new["retry"] = retry_record(attempt, delay, outcome.message) if outcome.retriable else None
         for key, value in new.items():
@@ -261,7 +287,8 @@ class ClusterResourceHandlers:
                 normal(body, reason="Ready", message=outcome.message)
             else:
                 warning(body, reason=outcome.reason, message=outcome.message)
-        self.state.update(body["metadata"]["uid"], outcome.ready, outcome.reason, False)
+        drifted = bool(new.get("drift"))  # drift still on the brokers (reported, not reverted)
+        self.state.update(body["metadata"]["uid"], outcome.ready, outcome.reason, drifted)
 
     # -- deletion -------------------------------------------------------------------------
 
@@ -269,6 +296,7 @@ class ClusterResourceHandlers:
         meta, spec = body["metadata"], body["spec"]
         status = body.get("status") or {}
         what = self.claim(meta["name"], spec)
+        remove, removed, removing = self.REMOVAL
         self.state.forget(meta["uid"])
 
         def done(action: str, reason: str, message: str, warn: bool = False) -> None:
@@ -276,7 +304,7 @@ class ClusterResourceHandlers:
             metrics.RECONCILES.labels(self.KIND, "delete", "ok").inc()
             (warning if warn else normal)(body, reason=reason, message=message)
 
-        if not status.get("managed"):
+        if not self.managed(status):
             return done("release", "Released", f"{what} was never managed here; left alone")
         winner = self._winner(body, kw.get(self.claims_index))
         if winner is not None and winner.uid != meta["uid"]:
@@ -285,6 +313,9 @@ class ClusterResourceHandlers:
                 "Released",
                 f"{what} belongs to {self.KIND} {winner.namespace}/{winner.name}; left alone",
             )
+        kept = self.kept(body)
+        if kept is not None:
+            return done("retain", "Retained", kept)
         bootstrap, why = resolve_bootstrap(
             body, kw.get("bootstrap_services") or {}, self.cfg.allow_bootstrap_annotation
         )
@@ -292,7 +323,7 @@ class ClusterResourceHandlers:
             return done(
                 "abandon",
                 "ClusterGone",
-                f"{what} not removed: {why}; the resource is released",
+                f"{what} not {removed}: {why}; the resource is released",
                 warn=True,
             )
         try:
@@ -303,7 +334,7 @@ class ClusterResourceHandlers:
                 return done(
                     "abandon",
                     "DeleteFailed",
-                    f"the brokers refused to remove {what}: {e}; the resource is released",
+                    f"the brokers refused to {remove} {what}: {e}; the resource is released",
                     warn=True,
                 )
             deleting_since = parse_time(meta.get("deletionTimestamp")) or datetime.now(UTC)
@@ -313,12 +344,12 @@ class ClusterResourceHandlers:
                 return done(
                     "abandon",
                     "DeletionAbandoned",
-                    f"cluster unreachable for {waited:.0f}s ({e}); {what} was not removed and "
-                    "the resource is released",
+                    f"cluster unreachable for {waited:.0f}s ({e}); {what} was not {removed} "
+                    "and the resource is released",
                     warn=True,
                 )
             delay = max(0.5, min(self.cfg.backoff(retry), left))
-            message = f"removing {what}: {e}; retry {retry + 1} in {delay:.0f}s"
+            message = f"{removing} {what}: {e}; retry {retry + 1} in {delay:.0f}s"
             patch.status["conditions"] = set_condition(
                 status.get("conditions"),
                 "Ready",

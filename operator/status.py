@@ -102,6 +102,18 @@ def ready_changed(old: Mapping[str, Any] | None, outcome: Outcome) -> bool:
     )
 
 
+def settled(
+    status: Mapping[str, Any] | None, generation: int | None, reasons: Sequence[str]
+) -> bool:
+    """True when the last reconcile of this generation applied the spec (its Ready reason is one
+    of `reasons`): any difference a resync finds now is drift, not a pending change."""
+    status = status or {}
+    if generation is None or status.get("observedGeneration") != generation:
+        return False
+    ready = get_condition(status.get("conditions"), "Ready")
+    return bool(ready) and ready.get("reason") in reasons
+
+
 def normal(body: Any, *, reason: str, message: str) -> None:
     """A Normal event on the resource (posted whatever kopf's own log-to-event level is)."""
     kopf.event(body, type="Normal", reason=reason, message=message[:1000])

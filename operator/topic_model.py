@@ -30,6 +30,7 @@ from .status import (  # noqa: F401
     now_iso,
     parse_time,
     set_condition,
+    settled,
 )
 
 TOPICS = "topics"
@@ -141,18 +142,11 @@ def plan(desired: DesiredTopic, actual: ActualTopic | None) -> Plan:
     return p
 
 
+# Ready reasons after which the spec counts as applied (a difference found then is drift).
+SETTLED = (RECONCILED, DRIFTED, NOT_SUPPORTED)
+
+
 def in_drift_mode(status: Mapping[str, Any] | None, generation: int | None) -> bool:
     """True when the last reconcile of this generation applied the spec (Ready, or stopped at
     drift or at what cannot be changed): any difference now is drift, not a pending change."""
-    status = status or {}
-    if generation is None or status.get("observedGeneration") != generation:
-        return False
-    ready = get_condition(status.get("conditions"), "Ready")
-    return bool(ready) and ready.get("reason") in (RECONCILED, DRIFTED, NOT_SUPPORTED)
-
-
-def manages(status: Mapping[str, Any] | None) -> bool:
-    """Whether a resource's status says it has been managing its topic."""
-    status = status or {}
-    ready = get_condition(status.get("conditions"), "Ready") or {}
-    return bool(status.get("topicId")) and ready.get("reason") != RESOURCE_CONFLICT
+    return settled(status, generation, SETTLED)

@@ -12,6 +12,7 @@ short intervals so drift, retries and deletion bounds show up within seconds.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import os
@@ -32,6 +33,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from odradek.broker.client import AdminClient
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "manifests" / "crds"
@@ -598,6 +600,24 @@ class Operator:
 
 # -- resource helpers (every kind) -------------------------------------------------------------
 
+ANNOTATION = "kafka.odradek.io/bootstrap-servers"
+
+
+def resource(
+    kind: str, name: str, *, bootstrap: str | None, cluster: str = "main", **spec: Any
+) -> dict:
+    """A kafka.odradek.io resource; `bootstrap` goes in the annotation the test operator honours
+    (None: the operator has to find the cluster's Service)."""
+    meta: dict[str, Any] = {"name": name}
+    if bootstrap:
+        meta["annotations"] = {ANNOTATION: bootstrap}
+    return {
+        "apiVersion": "kafka.odradek.io/v1alpha1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {"cluster": cluster, **spec},
+    }
+
 
 def condition(obj: dict | None, type_: str = "Ready") -> dict:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
@@ -636,11 +656,15 @@ def wait_reason(
     return wait_until(check, timeout, what=f"{kind} {ns}/{name} reason {reason}")
 
 
-def event_reasons(kube: ControlPlane, ns: str, name: str) -> set[str]:
+def events(kube: ControlPlane, ns: str, name: str) -> list[dict]:
     out = kube.kubectl(
         "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
     ).stdout
-    return {e["reason"] for e in json.loads(out)["items"]}
+    return json.loads(out)["items"]
+
+
+def event_reasons(kube: ControlPlane, ns: str, name: str) -> set[str]:
+    return {e["reason"] for e in events(kube, ns, name)}
 
 
 def rejected(kube: ControlPlane, ns: str, manifest: dict) -> str:
@@ -648,3 +672,13 @@ def rejected(kube: ControlPlane, ns: str, manifest: dict) -> str:
     r = kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest), check=False)
     assert r.returncode != 0, f"accepted: {manifest}"
     return r.stderr
+
+
+def admin_call(bootstrap: str, fn: Callable[[AdminClient], Any]) -> Any:
+    """Run `await fn(admin)` with the project's admin client on the broker at `bootstrap`."""
+
+    async def go() -> Any:
+        async with AdminClient(bootstrap) as admin:
+            return await fn(admin)
+
+    return asyncio.run(go())

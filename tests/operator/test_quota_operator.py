@@ -3,7 +3,6 @@ reverted when altered behind its back, removed on deletion; invalid specs refuse
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -11,47 +10,31 @@ from kube_harness import (
     Broker,
     ControlPlane,
     Operator,
+    admin_call,
     condition,
     event_reasons,
     rejected,
+    resource,
     wait_ready,
     wait_reason,
     wait_until,
 )
-from odradek.broker.client import AdminClient
 
 pytestmark = pytest.mark.timeout(600)
 
-ANNOTATION = "kafka.odradek.io/bootstrap-servers"
 Entity = tuple[tuple[str, str | None], ...]
 
 
 def quota(name: str, *, bootstrap: str | None, cluster: str = "main", **spec: Any) -> dict:
-    meta: dict[str, Any] = {"name": name}
-    if bootstrap:
-        meta["annotations"] = {ANNOTATION: bootstrap}
-    return {
-        "apiVersion": "kafka.odradek.io/v1alpha1",
-        "kind": "Quota",
-        "metadata": meta,
-        "spec": {"cluster": cluster, **spec},
-    }
+    return resource("Quota", name, bootstrap=bootstrap, cluster=cluster, **spec)
 
 
 def broker_quotas(bootstrap: str) -> dict[Entity, dict[str, float]]:
-    async def go() -> dict[Entity, dict[str, float]]:
-        async with AdminClient(bootstrap) as admin:
-            return await admin.describe_client_quotas()
-
-    return asyncio.run(go())
+    return admin_call(bootstrap, lambda a: a.describe_client_quotas())
 
 
 def alter_on_broker(bootstrap: str, entity: Entity, ops: dict[str, float | None]) -> None:
-    async def go() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await admin.alter_client_quotas({entity: ops})
-
-    asyncio.run(go())
+    admin_call(bootstrap, lambda a: a.alter_client_quotas({entity: ops}))
 
 
 ALICE: Entity = (("user", "alice"),)

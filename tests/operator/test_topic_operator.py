@@ -7,13 +7,24 @@ test settings), or through a labelled Service where discovery itself is under te
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 import kube_harness
 import pytest
-from kube_harness import Broker, ControlPlane, Operator, wait_until
+from kube_harness import (
+    Broker,
+    ControlPlane,
+    Operator,
+    admin_call,
+    condition,
+    event_reasons,
+    events,
+    rejected,
+    resource,
+    wait_ready,
+    wait_reason,
+    wait_until,
+)
 from odradek.broker.client import (
     AdminClient,
     AlterConfigOp,
@@ -25,8 +36,6 @@ from odradek.broker.client import (
 
 pytestmark = pytest.mark.timeout(600)
 
-ANNOTATION = "kafka.odradek.io/bootstrap-servers"
-
 
 def topic(
     name: str,
@@ -36,103 +45,36 @@ def topic(
     cluster: str = "main",
     **spec: Any,
 ) -> dict:
-    meta: dict[str, Any] = {"name": name}
-    if bootstrap:
-        meta["annotations"] = {ANNOTATION: bootstrap}
-    return {
-        "apiVersion": "kafka.odradek.io/v1alpha1",
-        "kind": "Topic",
-        "metadata": meta,
-        "spec": {"cluster": cluster, "partitions": partitions, **spec},
-    }
-
-
-def condition(obj: dict | None, type_: str = "Ready") -> dict:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return c
-    return {}
-
-
-def wait_ready(kube: ControlPlane, ns: str, name: str, timeout: float = 90) -> dict:
-    """Wait until Ready is True for the resource's current generation; returns the object."""
-
-    def check() -> dict | None:
-        obj = kube.get("topic", name, ns)
-        if obj is None:
-            return None
-        gen = obj["metadata"]["generation"]
-        ready = condition(obj)
-        if (
-            ready.get("status") == "True"
-            and obj["status"].get("observedGeneration") == gen
-            and ready.get("observedGeneration") == gen
-        ):
-            return obj
-        return None
-
-    return wait_until(check, timeout, what=f"topic {ns}/{name} Ready")
-
-
-def wait_reason(kube: ControlPlane, ns: str, name: str, reason: str, timeout: float = 90) -> dict:
-    def check() -> dict | None:
-        obj = kube.get("topic", name, ns)
-        return obj if condition(obj).get("reason") == reason else None
-
-    return wait_until(check, timeout, what=f"topic {ns}/{name} reason {reason}")
-
-
-def events(kube: ControlPlane, ns: str, name: str) -> list[dict]:
-    out = kube.kubectl(
-        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
-    ).stdout
-    return json.loads(out)["items"]
-
-
-def event_reasons(kube: ControlPlane, ns: str, name: str) -> set[str]:
-    return {e["reason"] for e in events(kube, ns, name)}
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+    return resource(
+        "Topic", name, bootstrap=bootstrap, cluster=cluster, partitions=partitions, **spec
+    )
 
 
 def broker_topic(bootstrap: str, name: str) -> tuple[int, int, dict[str, str]] | None:
     """(partitions, replication factor, config overrides) on the broker, or None."""
 
-    async def go() -> tuple[int, int, dict[str, str]] | None:
-        async with AdminClient(bootstrap) as admin:
-            try:
-                desc = await admin.describe_topic(name)
-            except KafkaError as e:
-                if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    return None
-                raise
-            entries = await admin.describe_topic_configs(name)
-            overrides = {
-                k: e.value
-                for k, e in entries.items()
-                if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
-            }
-            return len(desc.partitions), desc.replication_factor, overrides
+    async def go(admin: AdminClient) -> tuple[int, int, dict[str, str]] | None:
+        try:
+            desc = await admin.describe_topic(name)
+        except KafkaError as e:
+            if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return None
+            raise
+        entries = await admin.describe_topic_configs(name)
+        overrides = {
+            k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        }
+        return len(desc.partitions), desc.replication_factor, overrides
 
-    return run(go())
+    return admin_call(bootstrap, go)
 
 
 def alter_on_broker(bootstrap: str, name: str, ops: list[AlterConfigOp]) -> None:
-    async def go() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await admin.incremental_alter_configs({ConfigResource.topic(name): ops})
-
-    run(go())
+    admin_call(bootstrap, lambda a: a.incremental_alter_configs({ConfigResource.topic(name): ops}))
 
 
 def create_on_broker(bootstrap: str, name: str, partitions: int, config: dict[str, str]) -> None:
-    async def go() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await admin.create_topic(name, partitions, 1, config)
-
-    run(go())
+    admin_call(bootstrap, lambda a: a.create_topic(name, partitions, 1, config))
 
 
 # -- tests ---------------------------------------------------------------------------------
@@ -151,7 +93,7 @@ def test_topic_applied_creates_the_topic(
         ),
         namespace,
     )
-    obj = wait_ready(kube, namespace, "orders")
+    obj = wait_ready(kube, "topic", namespace, "orders")
     assert broker_topic(broker.bootstrap, "orders") == (
         3,
         1,
@@ -210,10 +152,10 @@ def test_partitions_raised_from_3_to_6(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     kube.apply(topic("grow", bootstrap=broker.bootstrap, partitions=3), namespace)
-    wait_ready(kube, namespace, "grow")
+    wait_ready(kube, "topic", namespace, "grow")
     assert broker_topic(broker.bootstrap, "grow")[0] == 3
     kube.apply(topic("grow", bootstrap=broker.bootstrap, partitions=6), namespace)
-    obj = wait_ready(kube, namespace, "grow")
+    obj = wait_ready(kube, "topic", namespace, "grow")
     assert obj["metadata"]["generation"] == 2
     assert obj["status"]["partitions"] == 6
     assert broker_topic(broker.bootstrap, "grow")[0] == 6
@@ -224,28 +166,31 @@ def test_invalid_changes_are_rejected_at_apply_time(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     kube.apply(topic("fixed", bootstrap=broker.bootstrap, partitions=3), namespace)
-    wait_ready(kube, namespace, "fixed")
+    wait_ready(kube, "topic", namespace, "fixed")
 
-    def rejected(manifest: dict) -> str:
-        r = kube.kubectl(
-            "apply", "-n", namespace, "-f", "-", input=json.dumps(manifest), check=False
-        )
-        assert r.returncode != 0, f"accepted: {manifest}"
-        return r.stderr
-
-    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=2))
+    err = rejected(kube, namespace, topic("fixed", bootstrap=broker.bootstrap, partitions=2))
     assert "partitions cannot be decreased" in err
-    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=3, cluster="other"))
+    err = rejected(
+        kube, namespace, topic("fixed", bootstrap=broker.bootstrap, partitions=3, cluster="other")
+    )
     assert "spec.cluster cannot be changed" in err
-    err = rejected(topic("fixed", bootstrap=broker.bootstrap, partitions=3, topicName="renamed"))
+    err = rejected(
+        kube,
+        namespace,
+        topic("fixed", bootstrap=broker.bootstrap, partitions=3, topicName="renamed"),
+    )
     assert "topicName cannot be added" in err
-    err = rejected(topic("bad-config", bootstrap=None, config={"Retention MS": "1"}))
+    err = rejected(
+        kube, namespace, topic("bad-config", bootstrap=None, config={"Retention MS": "1"})
+    )
     assert "config keys" in err
-    err = rejected(topic("bad-replicas", bootstrap=None, replicas=0))
+    err = rejected(kube, namespace, topic("bad-replicas", bootstrap=None, replicas=0))
     assert "replicas" in err
-    err = rejected(topic("bad-name", bootstrap=None, topicName="has space"))
+    err = rejected(kube, namespace, topic("bad-name", bootstrap=None, topicName="has space"))
     assert "topicName" in err
-    err = rejected(topic("internal", bootstrap=None, topicName="__consumer_offsets"))
+    err = rejected(
+        kube, namespace, topic("internal", bootstrap=None, topicName="__consumer_offsets")
+    )
     assert "reserved" in err
     # nothing changed on the broker
     assert broker_topic(broker.bootstrap, "fixed")[0] == 3
@@ -259,7 +204,7 @@ def test_drift_is_reverted_under_revert(
         topic("drifty", bootstrap=broker.bootstrap, config={"retention.ms": "100000"}),
         namespace,
     )
-    wait_ready(kube, namespace, "drifty")
+    wait_ready(kube, "topic", namespace, "drifty")
     alter_on_broker(
         broker.bootstrap,
         "drifty",
@@ -284,7 +229,7 @@ def test_drift_is_reverted_under_revert(
     }
     assert fields["config.segment.ms"]["actual"] == "60000"
     assert fields["config.segment.ms"]["desired"] == ""
-    obj = wait_ready(kube, namespace, "drifty")
+    obj = wait_ready(kube, "topic", namespace, "drifty")
     assert broker_topic(broker.bootstrap, "drifty")[2] == {"retention.ms": "100000"}
     assert obj["status"]["drift"] == []
     assert condition(obj, "Drifted")["status"] == "False"
@@ -304,9 +249,9 @@ def test_drift_is_reported_under_report(
         ),
         namespace,
     )
-    wait_ready(kube, namespace, "watched")
+    wait_ready(kube, "topic", namespace, "watched")
     alter_on_broker(broker.bootstrap, "watched", [AlterConfigOp.set("retention.ms", "7000")])
-    obj = wait_reason(kube, namespace, "watched", "Drifted")
+    obj = wait_reason(kube, "topic", namespace, "watched", "Drifted")
     assert obj["status"]["drift"] == [
         {"field": "config.retention.ms", "desired": "100000", "actual": "7000"}
     ]
@@ -326,7 +271,7 @@ def test_drift_is_reported_under_report(
         ),
         namespace,
     )
-    obj = wait_ready(kube, namespace, "watched")
+    obj = wait_ready(kube, "topic", namespace, "watched")
     assert obj["status"]["drift"] == []
 
 
@@ -334,7 +279,7 @@ def test_delete_with_retain_keeps_the_topic(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     kube.apply(topic("kept", bootstrap=broker.bootstrap), namespace)
-    wait_ready(kube, namespace, "kept")
+    wait_ready(kube, "topic", namespace, "kept")
     kube.kubectl("delete", "topic", "kept", "-n", namespace, "--timeout=60s")
     assert kube.get("topic", "kept", namespace) is None
     assert broker_topic(broker.bootstrap, "kept") is not None
@@ -345,7 +290,7 @@ def test_delete_with_delete_removes_the_topic(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     kube.apply(topic("gone", bootstrap=broker.bootstrap, deletionPolicy="Delete"), namespace)
-    wait_ready(kube, namespace, "gone")
+    wait_ready(kube, "topic", namespace, "gone")
     kube.kubectl("delete", "topic", "gone", "-n", namespace, "--timeout=60s")
     assert kube.get("topic", "gone", namespace) is None
     wait_until(lambda: broker_topic(broker.bootstrap, "gone") is None, 30, what="topic deleted")
@@ -357,7 +302,7 @@ def test_delete_while_the_broker_is_gone_does_not_hang(
 ) -> None:
     lonely = broker_factory()
     kube.apply(topic("orphan", bootstrap=lonely.bootstrap, deletionPolicy="Delete"), namespace)
-    wait_ready(kube, namespace, "orphan")
+    wait_ready(kube, "topic", namespace, "orphan")
     lonely.stop()
     kube.kubectl("delete", "topic", "orphan", "-n", namespace, "--wait=false")
 
@@ -380,7 +325,7 @@ def test_cluster_found_through_its_service_and_retries_reported(
 ) -> None:
     # No bootstrap annotation: the operator looks for the cluster's labelled Service.
     kube.apply(topic("lost", bootstrap=None, cluster="ghost"), namespace)
-    obj = wait_reason(kube, namespace, "lost", "ClusterNotFound")
+    obj = wait_reason(kube, "topic", namespace, "lost", "ClusterNotFound")
     assert "kafka.odradek.io/cluster=ghost" in condition(obj)["message"]
     kube.apply(
         {
@@ -398,7 +343,7 @@ def test_cluster_found_through_its_service_and_retries_reported(
         namespace,
     )
     # The Service's DNS name only resolves inside a cluster: unreachable from here, retried.
-    obj = wait_reason(kube, namespace, "lost", "ClusterUnreachable")
+    obj = wait_reason(kube, "topic", namespace, "lost", "ClusterUnreachable")
     assert f"ghost-bootstrap.{namespace}.svc:9092" in condition(obj)["message"]
 
     def retried() -> dict | None:
@@ -421,7 +366,7 @@ def test_existing_topic_is_adopted(
         topic("legacy", bootstrap=broker.bootstrap, partitions=4, config={"retention.ms": "2000"}),
         namespace,
     )
-    obj = wait_ready(kube, namespace, "legacy")
+    obj = wait_ready(kube, "topic", namespace, "legacy")
     assert obj["status"]["adopted"] is True
     assert broker_topic(broker.bootstrap, "legacy") == (4, 1, {"retention.ms": "2000"})
     assert "Adopted" in event_reasons(kube, namespace, "legacy")
@@ -439,7 +384,7 @@ def test_two_resources_for_one_topic_the_older_wins(
         ),
         namespace,
     )
-    wait_ready(kube, namespace, "first")
+    wait_ready(kube, "topic", namespace, "first")
     kube.apply(
         topic(
             "second",
@@ -449,13 +394,13 @@ def test_two_resources_for_one_topic_the_older_wins(
         ),
         namespace,
     )
-    obj = wait_reason(kube, namespace, "second", "ResourceConflict")
+    obj = wait_reason(kube, "topic", namespace, "second", "ResourceConflict")
     assert f"{namespace}/first" in condition(obj)["message"]
     assert broker_topic(broker.bootstrap, "Shared_Topic")[2] == {"retention.ms": "1111"}
-    assert wait_ready(kube, namespace, "first")
+    assert wait_ready(kube, "topic", namespace, "first")
     # the older one goes (Retain): the younger takes the topic over
     kube.kubectl("delete", "topic", "first", "-n", namespace, "--timeout=60s")
-    obj = wait_ready(kube, namespace, "second")
+    obj = wait_ready(kube, "topic", namespace, "second")
     assert obj["status"]["adopted"] is True
     assert broker_topic(broker.bootstrap, "Shared_Topic")[2] == {"retention.ms": "2222"}
 
@@ -468,11 +413,11 @@ def test_invalid_topics_are_not_ready_and_others_still_served(
     )
     kube.apply(topic("too-many-replicas", bootstrap=broker.bootstrap, replicas=3), namespace)
     kube.apply(topic("fine", bootstrap=broker.bootstrap), namespace)
-    obj = wait_reason(kube, namespace, "bad-key", "KafkaError")
+    obj = wait_reason(kube, "topic", namespace, "bad-key", "KafkaError")
     assert "no.such.config" in condition(obj)["message"]
-    obj = wait_reason(kube, namespace, "too-many-replicas", "KafkaError")
+    obj = wait_reason(kube, "topic", namespace, "too-many-replicas", "KafkaError")
     assert "INVALID_REPLICATION_FACTOR" in condition(obj)["message"]
-    wait_ready(kube, namespace, "fine")
+    wait_ready(kube, "topic", namespace, "fine")
     assert broker_topic(broker.bootstrap, "bad-key") is None
     assert broker_topic(broker.bootstrap, "too-many-replicas") is None
 
@@ -492,14 +437,14 @@ def test_create_delete_recreate_ten_times_ends_consistent(
             ),
             namespace,
         )
-        wait_ready(kube, namespace, name)
+        wait_ready(kube, "topic", namespace, name)
         assert broker_topic(broker.bootstrap, name) == (2, 1, {"retention.ms": str(60000 + i)})
         kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
         wait_until(
             lambda: broker_topic(broker.bootstrap, name) is None, 30, what=f"round {i}: deleted"
         )
     kube.apply(topic(name, bootstrap=broker.bootstrap, partitions=5), namespace)
-    obj = wait_ready(kube, namespace, name)
+    obj = wait_ready(kube, "topic", namespace, name)
     assert not obj["status"].get("adopted")
     assert broker_topic(broker.bootstrap, name) == (5, 1, {})
     reasons = [e["reason"] for e in events(kube, namespace, name)]
@@ -511,8 +456,8 @@ def test_changes_made_while_the_operator_is_down_are_applied_after_restart(
 ) -> None:
     kube.apply(topic("resumed", bootstrap=broker.bootstrap, partitions=2), namespace)
     kube.apply(topic("doomed", bootstrap=broker.bootstrap, deletionPolicy="Delete"), namespace)
-    wait_ready(kube, namespace, "resumed")
-    wait_ready(kube, namespace, "doomed")
+    wait_ready(kube, "topic", namespace, "resumed")
+    wait_ready(kube, "topic", namespace, "doomed")
     operator.stop()
     try:
         kube.apply(
@@ -529,7 +474,7 @@ def test_changes_made_while_the_operator_is_down_are_applied_after_restart(
         assert kube.get("topic", "doomed", namespace)["metadata"]["deletionTimestamp"]
     finally:
         operator.start()
-    obj = wait_ready(kube, namespace, "resumed")
+    obj = wait_ready(kube, "topic", namespace, "resumed")
     assert obj["metadata"]["generation"] == 2
     assert broker_topic(broker.bootstrap, "resumed") == (4, 1, {"retention.ms": "4444"})
     wait_until(lambda: kube.get("topic", "doomed", namespace) is None, 60, what="deletion")
@@ -543,7 +488,7 @@ def test_owned_objects_are_garbage_collected(
     Secrets of User resources will rely on)."""
     kube = kube_gc
     kube.apply(topic("owner", bootstrap=broker.bootstrap), namespace)
-    obj = wait_ready(kube, namespace, "owner")
+    obj = wait_ready(kube, "topic", namespace, "owner")
     kube.apply(
         {
             "apiVersion": "v1",

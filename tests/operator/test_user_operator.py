@@ -7,7 +7,6 @@ anonymous principal is a super user there (see kube_harness.Broker).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from typing import Any
@@ -19,9 +18,11 @@ from kube_harness import (
     Broker,
     ControlPlane,
     Operator,
+    admin_call,
     condition,
     event_reasons,
     rejected,
+    resource,
     wait_ready,
     wait_reason,
     wait_until,
@@ -39,7 +40,6 @@ from odradek.broker.client.admin import (
 
 pytestmark = pytest.mark.timeout(600)
 
-ANNOTATION = "kafka.odradek.io/bootstrap-servers"
 TAF = KafkaError.TOPIC_AUTHORIZATION_FAILED
 T, G = AclResourceType.TOPIC, AclResourceType.GROUP
 LIT, PRE = AclPatternType.LITERAL, AclPatternType.PREFIXED
@@ -48,15 +48,7 @@ Op = AclOperation
 
 
 def user(name: str, *, bootstrap: str | None, cluster: str = "main", **spec: Any) -> dict:
-    meta: dict[str, Any] = {"name": name}
-    if bootstrap:
-        meta["annotations"] = {ANNOTATION: bootstrap}
-    return {
-        "apiVersion": "kafka.odradek.io/v1alpha1",
-        "kind": "User",
-        "metadata": meta,
-        "spec": {"cluster": cluster, **spec},
-    }
+    return resource("User", name, bootstrap=bootstrap, cluster=cluster, **spec)
 
 
 def rule(kind: str, name: str, *ops: str, pattern: str = "literal", type_: str = "allow") -> dict:
@@ -86,14 +78,6 @@ def put_secret(kube: ControlPlane, ns: str, name: str, password: str) -> None:
 
 
 # -- the broker, through the project's admin client ------------------------------------------
-
-
-def admin_call(bootstrap: str, fn: Any) -> Any:
-    async def go() -> Any:
-        async with AdminClient(bootstrap) as admin:
-            return await fn(admin)
-
-    return asyncio.run(go())
 
 
 def acls_of(bootstrap: str, principal: str) -> set[tuple]:
