@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -55,6 +56,16 @@ async def until_stopped(work: Awaitable[None], stopped: Any) -> None:
         task.result()
 
 
+@dataclass(slots=True)
+class Round:
+    """One reconcile of one resource, as `converge` sees it."""
+
+    body: Any
+    status: Mapping[str, Any]  # the status as it was
+    new: dict[str, Any]  # status fields to write: converge adds what it observed
+    drift_mode: bool  # a resync after the spec was applied: a difference is drift
+
+
 class ClusterResourceHandlers:
     """Base controller; subclasses set KIND/PLURAL and implement claim, converge and remove."""
 
@@ -76,15 +87,8 @@ class ClusterResourceHandlers:
         """The Kafka object this resource manages, as a stable string (for conflicts)."""
         raise NotImplementedError
 
-    async def converge(
-        self,
-        admin: AdminClient,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        drift_mode: bool,
-    ) -> Outcome:
-        """Bring the brokers to the spec; put observed state into `new` (status fields)."""
+    async def converge(self, admin: AdminClient, r: Round) -> Outcome:
+        """Bring the brokers to the spec; put observed state into `r.new` (status fields)."""
         raise NotImplementedError
 
     async def remove(self, admin: AdminClient, body: Any) -> str:
@@ -231,23 +235,17 @@ class ClusterResourceHandlers:
                 outcome = Outcome(False, CLUSTER_NOT_FOUND, why, retriable=True)
             else:
                 drift_mode = trigger == "timer" and settled(status, generation, self.SETTLED)
-                outcome = await self._converge_guarded(body, status, new, bootstrap, drift_mode)
+                r = Round(body, status, new, drift_mode)
+                outcome = await self._converge_guarded(r, bootstrap)
         self._write_status(body, patch, status, new, outcome, attempt)
         return outcome
 
-    async def _converge_guarded(
-        self,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        bootstrap: str,
-        drift_mode: bool,
-    ) -> Outcome:
+    async def _converge_guarded(self, r: Round, bootstrap: str) -> Outcome:
         """converge, with broker failures sorted into retry (unreachable) or NotReady."""
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
-                self.mark_managed(new)
-                return await self.converge(admin, body, status, new, drift_mode)
+                self.mark_managed(r.new)
+                return await self.converge(admin, r)
         except Unreachable as e:
             return Outcome(False, CLUSTER_UNREACHABLE, str(e), retriable=True)
         except KafkaError as e:

@@ -9,7 +9,7 @@ from typing import Any
 
 from odradek.broker.client import AdminClient
 
-from .cluster_resource import ClusterResourceHandlers
+from .cluster_resource import ClusterResourceHandlers, Round
 from .quota_model import (
     QUOTAS,
     Entity,
@@ -36,14 +36,8 @@ class QuotaHandlers(ClusterResourceHandlers):
     def claim(self, name: str, spec: Mapping[str, Any]) -> str:
         return f"quota entity {entity_text(entity_of(spec))}"
 
-    async def converge(
-        self,
-        admin: AdminClient,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        drift_mode: bool,
-    ) -> Outcome:
+    async def converge(self, admin: AdminClient, r: Round) -> Outcome:
+        body, new = r.body, r.new
         entity = entity_of(body["spec"])
         text = entity_text(entity)
         new["entity"] = text
@@ -52,7 +46,9 @@ class QuotaHandlers(ClusterResourceHandlers):
         ops = changes(desired, actual)
         if ops:
             await admin.alter_client_quotas({entity: ops})
-            self.acted(body, "alter_quotas", "QuotasSet", f"{text}: {change_text(ops)}", drift_mode)
+            self.acted(
+                body, "alter_quotas", "QuotasSet", f"{text}: {change_text(ops)}", r.drift_mode
+            )
             actual = await read_quotas(admin, entity)
         new["quotas"] = as_spec_fields(actual)
         left = changes(desired, actual)

@@ -16,7 +16,7 @@ from typing import Any
 from odradek.broker.client import AdminClient
 
 from . import metrics, topic_model
-from .cluster_resource import ClusterResourceHandlers
+from .cluster_resource import ClusterResourceHandlers, Round
 from .kafka_io import apply_plan, delete_topic, read_topic
 from .status import Outcome, normal, warning
 from .topic_model import (
@@ -75,15 +75,9 @@ class TopicHandlers(ClusterResourceHandlers):
             return f"deletionPolicy Retain: topic {desired.name!r} kept"
         return None
 
-    async def converge(
-        self,
-        admin: AdminClient,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        drift_mode: bool,
-    ) -> Outcome:
+    async def converge(self, admin: AdminClient, r: Round) -> Outcome:
         """Read the topic, apply what differs (or report drift), read it back."""
+        body, status, new = r.body, r.status, r.new
         desired = desired_from(body["metadata"]["name"], body["spec"])
         actual = await read_topic(admin, desired.name)
         if actual is not None and not self.managed(status):
@@ -97,7 +91,7 @@ class TopicHandlers(ClusterResourceHandlers):
         p = plan(desired, actual)
         found = [d.as_dict() for d in p.differences]
         apply = True
-        if drift_mode and p.differences:
+        if r.drift_mode and p.differences:
             metrics.DRIFT.labels(self.KIND, desired.drift_policy).inc()
             text = _drift_text(found)
             if desired.drift_policy == REPORT:

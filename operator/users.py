@@ -18,7 +18,7 @@ import kubernetes
 from odradek.broker.client import AdminClient, ErrorCode, KafkaError
 from odradek.broker.client.admin import AclBinding, AclBindingFilter, ScramUpsertion
 
-from .cluster_resource import ClusterResourceHandlers
+from .cluster_resource import ClusterResourceHandlers, Round
 from .clusters import CLUSTER_LABEL, GROUP
 from .kube_secrets import Secret, create_owned_secret, read_secret
 from .status import KAFKA_ERROR, PENDING, RECONCILED, Outcome
@@ -68,25 +68,18 @@ class UserHandlers(ClusterResourceHandlers):
     def claim(self, name: str, spec: Mapping[str, Any]) -> str:
         return f"principal {principal(name, spec)}"
 
-    async def converge(
-        self,
-        admin: AdminClient,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        drift_mode: bool,
-    ) -> Outcome:
-        meta, spec = body["metadata"], body["spec"]
+    async def converge(self, admin: AdminClient, r: Round) -> Outcome:
+        meta, spec = r.body["metadata"], r.body["spec"]
         user = username(meta["name"], spec)
-        new["username"] = user
+        r.new["username"] = user
         # Credentials and ACLs are independent: a missing Secret does not hold back the ACLs.
         try:
-            auth_problem = await self._credentials(admin, body, status, new, user, drift_mode)
+            auth_problem = await self._credentials(admin, r, user)
         except kubernetes.client.ApiException as e:
             auth_problem = Outcome(
                 False, SECRET_NOT_FOUND, f"reading the password Secret: {e.reason}", retriable=True
             )
-        acl_problem = await self._acls(admin, body, new, principal(meta["name"], spec), drift_mode)
+        acl_problem = await self._acls(admin, r, principal(meta["name"], spec))
         problems = [p for p in (auth_problem, acl_problem) if p is not None]
         if problems:
             return Outcome(
@@ -97,19 +90,12 @@ class UserHandlers(ClusterResourceHandlers):
             )
         auth = authentication_of(meta["name"], spec)
         what = f"{auth.mechanism} credential, " if auth else "no credential, "
-        return Outcome(True, RECONCILED, f"User:{user}: {what}{new['acls']} ACL bindings")
+        return Outcome(True, RECONCILED, f"User:{user}: {what}{r.new['acls']} ACL bindings")
 
     # -- credentials ----------------------------------------------------------------------
 
-    async def _credentials(
-        self,
-        admin: AdminClient,
-        body: Any,
-        status: Mapping[str, Any],
-        new: dict[str, Any],
-        user: str,
-        drift_mode: bool,
-    ) -> Outcome | None:
+    async def _credentials(self, admin: AdminClient, r: Round, user: str) -> Outcome | None:
+        body, status, new, drift_mode = r.body, r.status, r.new, r.drift_mode
         meta = body["metadata"]
         auth = authentication_of(meta["name"], body["spec"])
         existing = await scram_mechanisms(admin, user)
@@ -211,9 +197,8 @@ class UserHandlers(ClusterResourceHandlers):
 
     # -- ACLs -----------------------------------------------------------------------------
 
-    async def _acls(
-        self, admin: AdminClient, body: Any, new: dict[str, Any], principal_: str, drift_mode: bool
-    ) -> Outcome | None:
+    async def _acls(self, admin: AdminClient, r: Round, principal_: str) -> Outcome | None:
+        body, new, drift_mode = r.body, r.new, r.drift_mode
         spec = body["spec"]
         desired = desired_bindings(principal_, spec)
         actual = await principal_acls(admin, principal_)
