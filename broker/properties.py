@@ -79,3 +79,16 @@ def _unescape(s: str) -> str:
         out.append(_ESCAPES.get(c, c))
         i += 1
     return "".join(out)
+
+
+# A JAAS login-module entry (`sasl.jaas.config`): `Module required key="value" key2=v2;`
+_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def parse_jaas_options(text: str) -> dict[str, str]:
+    """The key=value options of a single JAAS login-module entry."""
+    out = {}
+    for m in _OPTION.finditer(text):
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        out[m.group(1)] = re.sub(r"\\(.)", r"\1", value)
+    return out

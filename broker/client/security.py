@@ -10,22 +10,20 @@ signature, so a broker that does not know the password cannot pass itself off.
 
 from __future__ import annotations
 
-import re
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import scramp
 
-from ..properties import parse_properties
+from ..properties import parse_jaas_options, parse_properties
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 Request = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -45,6 +43,9 @@ class ClientSecurity:
     ssl_keyfile: str | None = None
     ssl_key_password: str | None = None
     check_hostname: bool = True
+    # A ready-made TLS context (a broker's, built from its own key and trust stores); it
+    # replaces the ssl_* settings.
+    context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
     @property
     def uses_tls(self) -> bool:
@@ -57,6 +58,8 @@ class ClientSecurity:
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.uses_tls:
             return None
+        if self.context is not None:
+            return self.context
         context = ssl.create_default_context(cafile=self.ssl_cafile)
         context.check_hostname = self.check_hostname
         if self.ssl_certfile:
@@ -76,7 +79,7 @@ class ClientSecurity:
         password = props.get("sasl.password")
         jaas = props.get("sasl.jaas.config")
         if jaas:
-            options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(jaas)}
+            options = parse_jaas_options(jaas)
             username = options.get("username", username)
             password = options.get("password", password)
         if protocol.startswith("SASL_") and (username is None or password is None):

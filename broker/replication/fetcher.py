@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..client.connection import BrokerConnection
+from ..client.security import ClientSecurity
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records import batch as rb
@@ -42,6 +43,7 @@ class FetcherSettings:
     fetch_response_max_bytes: int = 10485760
     fetch_backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    security: ClientSecurity | None = None  # how to log in to the leader's listener
 
 
 @dataclass
@@ -147,6 +149,7 @@ class ReplicaFetcher:
                         client_id=f"broker-{self.settings.broker_id}-fetcher-{self.source_id}",
                         request_timeout=self.settings.socket_timeout_ms / 1000,
                         node_id=self.source_id,
+                        security=self.settings.security,
                     )
                 if any(fp.truncating for fp in self.partitions.values()):
                     await self._truncate()

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..client.security import ClientSecurity
 from ..cluster import zk_data as zk
 from ..cluster.control import (
     LeaderAndIsrPartition,
@@ -70,12 +71,21 @@ class ReplicaManager:
         self.config: Any = None
         self.replica_lag_time_max_ms = 30000
         self.inter_broker_listener: str | None = None
+        self.security: ClientSecurity | None = None  # the fetchers' login to the leaders
         self._isr_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
 
-    def attach(self, zk_client: Any, io: Callable[..., Awaitable[Any]], config: Any) -> None:
-        """Give the replica manager the metadata store (ISR writes) and the broker config
-        (replica.* settings). Without it, ISR changes are only applied locally."""
+    def attach(
+        self,
+        zk_client: Any,
+        io: Callable[..., Awaitable[Any]],
+        config: Any,
+        security: ClientSecurity | None = None,
+    ) -> None:
+        """Give the replica manager the metadata store (ISR writes), the broker config
+        (replica.* settings) and the inter-broker login. Without it, ISR changes are only
+        applied locally."""
+        self.security = security
         self.zk = zk_client
         self._io = io
         self.config = config
@@ -84,7 +94,7 @@ class ReplicaManager:
             self.inter_broker_listener = getattr(config, "inter_broker_listener", None)
 
     def fetcher_settings(self) -> FetcherSettings:
-        s = FetcherSettings(self.broker_id)
+        s = FetcherSettings(self.broker_id, security=self.security)
         c = self.config
         if c is not None:
             s.fetch_max_bytes = int(c.get("replica.fetch.max.bytes"))

@@ -9,26 +9,15 @@ grammar we accept is the part Kafka users write: `<LoginModule class> <flag> key
 from __future__ import annotations
 
 import hmac
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..properties import parse_jaas_options
 from .errors import SaslAuthenticationError
-
-_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
 class PlainAuthError(SaslAuthenticationError):
     """Bad credentials or a malformed message: SASL_AUTHENTICATION_FAILED, then close."""
-
-
-def parse_jaas_options(text: str) -> dict[str, str]:
-    """The key=value options of a single JAAS login-module entry."""
-    out = {}
-    for m in _OPTION.finditer(text):
-        value = m.group(2) if m.group(2) is not None else m.group(3)
-        out[m.group(1)] = re.sub(r"\\(.)", r"\1", value)
-    return out
 
 
 def plain_users_from_jaas(text: str) -> dict[str, str]:

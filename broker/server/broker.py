@@ -44,6 +44,7 @@ from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
 from .handlers.sasl import SaslAuthenticator
+from .inter_broker import inter_broker_security
 from .metrics import BrokerMetrics
 from .network import Connection, Listener, SocketServer
 from .tls import server_context
@@ -102,6 +103,8 @@ class Broker(BrokerControl):
         self.server.new_authenticator = functools.partial(SaslAuthenticator, self)
         self.server.connection_throttle = self._connection_throttle
         self.metrics = BrokerMetrics(self)
+        # Fails here, naming the setting, when the inter-broker login is misconfigured.
+        self.inter_broker_security = inter_broker_security(config)
         self.metrics_port: int | None = None
         self.controller: Controller | None = None
         self.topic_admin: TopicAdmin | None = None
@@ -165,7 +168,7 @@ class Broker(BrokerControl):
             self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
         self.zk = KafkaZk(self.store)
         # Leaders write their ISR changes to the partition state znodes (replication §3.4).
-        self.replica_manager.attach(self.zk, self._io, config)
+        self.replica_manager.attach(self.zk, self._io, config, self.inter_broker_security)
         await self._io(self.zk.create_top_level_paths)
         self.cluster_id = await self._io(self.zk.get_or_create_cluster_id)
         self.metadata_cache.cluster_id = self.cluster_id
@@ -236,6 +239,7 @@ class Broker(BrokerControl):
             controller_id=self.broker_id,
             request_timeout=self.config.get("controller.socket.timeout.ms") / 1000,
             connect_timeout=self.config.get("socket.connection.setup.timeout.ms") / 1000,
+            security=self.inter_broker_security,
         )
 
     # --- ZooKeeper session expiry (Kafka's Expire / RegisterBrokerAndReelect) ---------------
@@ -344,6 +348,7 @@ class Broker(BrokerControl):
             request_timeout=timeout,
             connect_timeout=timeout,
             node_id=controller_id,
+            security=self.inter_broker_security,
         )
         try:
             resp = await conn.request(

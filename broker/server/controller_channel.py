@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from ..client.connection import BrokerConnection
+from ..client.security import ClientSecurity
 from ..cluster import zk_data as zk
 from ..cluster.control import (
     BrokerControl,
@@ -415,8 +416,10 @@ class RemoteBroker(BrokerControl):
         controller_id: int,
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.registration = registration
+        self.security = security
         self.listener = listener
         self.controller_id = controller_id
         self.request_timeout = request_timeout
@@ -439,12 +442,6 @@ class RemoteBroker(BrokerControl):
                 raise BrokerUnreachableError(
                     f"broker {self.registration.id} has no endpoint for listener {self.listener}"
                 )
-            if ep.security_protocol != "PLAINTEXT":
-                # The project's client speaks neither TLS nor SASL yet.
-                raise BrokerUnreachableError(
-                    f"inter-broker listener {self.listener} uses {ep.security_protocol}; "
-                    "only PLAINTEXT is supported between brokers"
-                )
             self._conn = await BrokerConnection.open(
                 ep.host,
                 ep.port,
@@ -452,6 +449,7 @@ class RemoteBroker(BrokerControl):
                 request_timeout=self.request_timeout,
                 connect_timeout=self.connect_timeout,
                 node_id=self.registration.id,
+                security=self.security,
             )
             return self._conn
 

@@ -7,8 +7,9 @@ import logging
 import signal
 import sys
 
-from ..config import ConfigError, load_config
+from ..config import BrokerConfig, ConfigError, load_config
 from .broker import Broker
+from .tls import TlsConfigError
 
 log = logging.getLogger("odradek")
 
@@ -21,7 +22,8 @@ def _configure_logging() -> None:
     )
 
 
-async def _serve(broker: Broker) -> None:
+async def _serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -52,7 +54,11 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
     else:
         runner = uvloop.run
     try:
-        runner(_serve(Broker(config)))
+        runner(_serve(config))
     except KeyboardInterrupt:
         pass
+    except (ConfigError, TlsConfigError) as e:
+        # Settings only checked when the broker is built (TLS stores, the inter-broker login).
+        log.error("invalid configuration: %s", e)
+        return 2
     return 0

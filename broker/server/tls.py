@@ -106,6 +106,23 @@ def server_context(get_raw: ConfigGetter, listener: str, security_protocol: str)
     return ctx
 
 
+def client_context(get_raw: ConfigGetter, listener: str) -> ssl.SSLContext:
+    """The client-side SSLContext a broker uses towards another broker's TLS `listener`: the
+    listener's trust store (else the system's CAs), its key store as the client certificate
+    when one is set, and host name checks unless ssl.endpoint.identification.algorithm is
+    empty (Kafka's rules for its inter-broker clients)."""
+    get = listener_getter(get_raw, listener)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _load_trust_store(ctx, get)
+    if not ctx.get_ca_certs():
+        ctx.load_default_certs()
+    if _text(get("ssl.keystore.location")) or _text(get("ssl.keystore.key")):
+        _load_key_store(ctx, get, listener)
+    algorithm = get("ssl.endpoint.identification.algorithm")  # default https
+    ctx.check_hostname = algorithm is None or str(algorithm) != ""
+    return ctx
+
+
 def _require_pem(kind: str, declared: str | None, text: str, source: str) -> None:
     if "-----BEGIN" not in text:
         raise TlsConfigError(

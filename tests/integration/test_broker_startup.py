@@ -44,6 +44,31 @@ def test_invalid_value_stops_startup_naming_the_key(
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        # Kafka's default inter-broker mechanism, GSSAPI, is not one Odradek speaks.
+        (["sasl.mechanism.inter.broker.protocol=GSSAPI"], "sasl.mechanism.inter.broker.protocol"),
+        # PLAIN between brokers needs the broker's own username and password.
+        (
+            ["sasl.mechanism.inter.broker.protocol=PLAIN"],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
+    ],
+)
+def test_inter_broker_login_errors_stop_startup_naming_the_key(
+    tmp_path: Path, overrides: list[str], key: str
+) -> None:
+    args = [
+        "--override", f"log.dirs={tmp_path / 'data'}",
+        "--override", f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+        "--override", "inter.broker.listener.name=SASL_PLAINTEXT",
+    ]  # fmt: skip
+    for o in overrides:
+        args += ["--override", o]
+    _fails_naming(args, key, tmp_path)
+
+
 def test_properties_file_with_unknown_key_warns_and_serves(tmp_path: Path) -> None:
     port = free_port()
     config = tmp_path / "server.properties"
