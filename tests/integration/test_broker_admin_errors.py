@@ -7,8 +7,6 @@ project's codec on a raw socket instead.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
 
@@ -24,7 +22,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from odradek.broker.protocol import codec
+from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.protocol.messages import REGISTRY
@@ -92,33 +90,11 @@ def describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
 
 def raw_call(host: str, port: int, api_key: int, body: dict) -> dict:
     """One request at the highest version both the broker and this codec know."""
-    with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
-        sock.settimeout(TIMEOUT)
-        hello = codec.encode_request(ApiKey.API_VERSIONS, 0, 1, "admin-tests", {})
-        sock.sendall(struct.pack(">i", len(hello)) + hello)
-        _, versions = codec.decode_response(ApiKey.API_VERSIONS, 0, _recv_frame(sock))
+    with BlockingConnection(host, port, timeout=TIMEOUT, client_id="admin-tests") as conn:
+        versions = conn.call(ApiKey.API_VERSIONS, 0, {})
         ranges = {e["api_key"]: e["max_version"] for e in versions["api_keys"]}
         assert api_key in ranges, f"API {api_key} is not advertised"
-        version = min(ranges[api_key], REGISTRY[api_key].versions.hi)
-        frame = codec.encode_request(api_key, version, 2, "admin-tests", body)
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        correlation_id, response = codec.decode_response(api_key, version, _recv_frame(sock))
-        assert correlation_id == 2
-        return response
-
-
-def _recv_frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
+        return conn.call(api_key, min(ranges[api_key], REGISTRY[api_key].versions.hi), body)
 
 
 def raw_create_error(broker, name: str, partitions: int, replication: int) -> int:
