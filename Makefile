@@ -20,12 +20,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Debian packages the test suite drives (kcat is one of the real clients under test).
+# Debian packages the test suite drives (kcat is one of the real clients under test), ZooKeeper
+# and Apache Kafka's jars (its Java client and tools are clients under test too).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "installing kcat (apt)"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 	bash scripts/install-zookeeper.sh >/dev/null
+	bash scripts/install-kafka.sh >/dev/null
 
 # One broker on 127.0.0.1:9092 with the embedded metadata store; data kept under ./data.
 run: install
@@ -48,7 +50,6 @@ integration: install system-deps
 	$(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
 
 bench: install system-deps
-	bash scripts/install-kafka.sh
 	PYTHONPATH=bench $(PY) bench/run.py
 
 lint: install
