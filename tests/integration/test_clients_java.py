@@ -174,3 +174,57 @@ def test_console_producer_and_consumer_keep_keys(kafka, new_topic) -> None:
     out = kafka(CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--max-messages", "5",
                 "--property", "print.key=true", "--property", "key.separator=:").stdout  # fmt: skip
     assert out.splitlines() == [f"k{i}:value {i}" for i in range(5)]
+
+
+ACLS = "kafka.admin.AclCommand"
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+
+
+def test_kafka_acls(kafka_libs: Path, broker_factory, tmp_path: Path) -> None:
+    broker = broker_factory(overrides={
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    })  # fmt: skip
+    cmd = ["java", "-Xmx256m", "-cp", f"{kafka_libs}/*", ACLS,
+           "--bootstrap-server", broker.bootstrap]  # fmt: skip
+
+    def acls(*args: str) -> str:
+        proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=TIMEOUT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    acls("--add", "--allow-principal", "User:alice", "--operation", "Read",
+         "--operation", "Describe", "--topic", "orders", "--group", "readers")  # fmt: skip
+    acls("--add", "--deny-principal", "User:mallory", "--operation", "All",
+         "--topic", "orders-", "--resource-pattern-type", "prefixed")  # fmt: skip
+    listed = acls("--list", "--topic", "orders")
+    assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in listed
+    prefixed = acls("--list", "--topic", "orders-", "--resource-pattern-type", "prefixed")
+    assert "principal=User:mallory, host=*, operation=ALL, permissionType=DENY" in prefixed
+    acls("--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read",
+         "--topic", "orders")  # fmt: skip
+    listed = acls("--list", "--topic", "orders")
+    assert "operation=READ" not in listed and "operation=DESCRIBE" in listed
+
+
+def test_delete_records_and_log_dirs(kafka, new_topic, tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    kafka(CONSOLE_PRODUCER, "--topic", topic, stdin="".join(f"r{i}\n" for i in range(10)))
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 4}]}
+    ))  # fmt: skip
+    deleted = kafka(DELETE_RECORDS, "--offset-json-file", str(offsets)).stdout
+    assert f"partition: {topic}-0\tlow_watermark: 4" in deleted
+    out = kafka(
+        CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--max-messages", "6"
+    ).stdout
+    assert out.splitlines() == [f"r{i}" for i in range(4, 10)]
+    described = kafka(LOG_DIRS, "--describe", "--topic-list", topic).stdout
+    report = json.loads(next(line for line in described.splitlines() if line.startswith("{")))
+    (partition,) = [
+        p for b in report["brokers"] for d in b["logDirs"] for p in d["partitions"]
+        if p["partition"] == f"{topic}-0"
+    ]  # fmt: skip
+    assert partition["size"] > 0
