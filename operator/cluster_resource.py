@@ -10,6 +10,7 @@ metrics, a resync timer that finds drift, and a deletion that never blocks forev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
@@ -52,7 +53,9 @@ async def until_stopped(work: Awaitable[None], stopped: Any) -> None:
         stop.cancel()
         if not task.done():
             task.cancel()
-    if task.done() and not task.cancelled():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task  # let it close its admin client
+    if not task.cancelled():
         task.result()
 
 
@@ -195,7 +198,8 @@ class ClusterResourceHandlers:
         due = parse_time((status.get("retry") or {}).get("nextAttemptTime"))
         if due is not None and due > datetime.now(UTC):
             return  # a back-off is running; its own retry will come
-        attempt = int((status.get("retry") or {}).get("attempt", -1)) + 1
+        # status.retry.attempt counts the attempts made: the next one's 0-based index.
+        attempt = int((status.get("retry") or {}).get("attempt", 0))
         await self._reconcile("timer", body=body, attempt=attempt, **kw)
 
     async def _reconcile(

@@ -136,9 +136,9 @@ def bindings_text(bindings: set[AclBinding] | list[AclBinding], limit: int = 10)
     return "; ".join(shown[:limit]) + more
 
 
-def jaas_config(mechanism: str, user: str, password: str) -> str:
-    """What a Java client puts in sasl.jaas.config (kept in the generated Secret)."""
-    del mechanism  # the same login module for both SCRAM mechanisms
+def jaas_config(user: str, password: str) -> str:
+    """What a Java client puts in sasl.jaas.config (kept in the generated Secret); the same
+    login module serves both SCRAM mechanisms."""
     escaped = password.replace("\\", "\\\\").replace('"', '\\"')
     return (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "

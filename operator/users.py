@@ -163,7 +163,7 @@ class UserHandlers(ClusterResourceHandlers):
                 "username": user,
                 "password": password,
                 "mechanism": SASL_MECHANISM[auth.mechanism],
-                "sasl.jaas.config": jaas_config(auth.mechanism, user, password),
+                "sasl.jaas.config": jaas_config(user, password),
             }
             labels = {
                 "app.kubernetes.io/managed-by": "odradek-operator",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..config import INTERNAL_TOPICS, Endpoint
+from ..wait_time import waiting
 from .control import UpdateMetadataPartition, UpdateMetadataRequest
 from .zk_data import LEADER_DURING_DELETE, BrokerRegistration
 
@@ -178,7 +179,8 @@ class MetadataCache:
             if self._changed is None:
                 self._changed = asyncio.Event()
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                with waiting():
+                    await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 return predicate()
         return True

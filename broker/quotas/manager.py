@@ -23,6 +23,8 @@ from .config import (
 )
 from .rate import SampledRate, TokenBucket, throttle_time_ms, token_throttle_ms
 
+INACTIVE_EXPIRY_MS = 3_600_000
+
 
 class QuotaKind(Enum):
     PRODUCE = PRODUCER_BYTE_RATE
@@ -65,6 +67,27 @@ class QuotaManager:
         self.settings = settings or QuotaSettings()
         self._rates: dict[tuple[QuotaKind, object], SampledRate] = {}
         self._buckets: dict[object, TokenBucket] = {}
+        self._used: dict[object, float] = {}  # last use of each rate and bucket (ms)
+
+    def _rate(self, key: tuple[QuotaKind, object], now: float) -> SampledRate:
+        rate = self._rates.get(key)
+        if rate is None:
+            window_ms = self.settings.window_seconds * 1000.0
+            rate = self._rates[key] = SampledRate(self.settings.samples, window_ms)
+        self._used[key] = now
+        return rate
+
+    def expire_idle(self, now: float, idle_ms: float = INACTIVE_EXPIRY_MS) -> int:
+        """Forget the rates and buckets of clients idle for `idle_ms` (Kafka expires its quota
+        sensors after an hour), so short-lived client ids and addresses do not pile up."""
+        stale = [k for k, used in self._used.items() if now - used > idle_ms]
+        for key in stale:
+            del self._used[key]
+            if isinstance(key, tuple) and key[0] == "bucket":
+                self._buckets.pop(key[1], None)
+            else:
+                self._rates.pop(key, None)  # type: ignore[arg-type]
+        return len(stale)
 
     def quota(self, principal: str, client_id: str, kind: QuotaKind | str) -> float | None:
         kind = QuotaKind(kind) if not isinstance(kind, QuotaKind) else kind
@@ -90,11 +113,8 @@ class QuotaManager:
         bound, group = found
         if kind == QuotaKind.REQUEST:
             value = value * 100.0 / 1e9
-        key = (kind, group)
-        rate = self._rates.get(key)
+        rate = self._rate((kind, group), now)
         window_ms = self.settings.window_seconds * 1000.0
-        if rate is None:
-            rate = self._rates[key] = SampledRate(self.settings.samples, window_ms)
         rate.record(value, now)
         measured = rate.rate(now)
         throttle = throttle_time_ms(measured, bound, rate.window_size_ms(now))
@@ -118,6 +138,7 @@ class QuotaManager:
         bucket = self._buckets.get(group)
         if bucket is None:
             bucket = self._buckets[group] = TokenBucket()
+        self._used[("bucket", group)] = now
         if strict:
             tokens = bucket.measure(rate, burst, now)
             if tokens < 0:
@@ -132,11 +153,7 @@ class QuotaManager:
         bound = self.cache.find_ip(address, CONNECTION_CREATION_RATE)
         if bound is None:
             return 0
-        key = (QuotaKind.CONNECTION, address)
-        rate = self._rates.get(key)
-        if rate is None:
-            window_ms = self.settings.window_seconds * 1000.0
-            rate = self._rates[key] = SampledRate(self.settings.samples, window_ms)
+        rate = self._rate((QuotaKind.CONNECTION, address), now)
         rate.record(1.0, now)
         throttle = throttle_time_ms(rate.rate(now), bound, rate.window_size_ms(now))
         if throttle > 0:

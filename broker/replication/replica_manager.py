@@ -35,6 +35,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..records.validation import validate_for_append
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
+from ..wait_time import waiting
 from .fetcher import FetcherSettings, ReplicaFetcher
 from .partition import Partition, PartitionState, now_ms
 
@@ -493,7 +494,8 @@ class ReplicaManager:
             fut: asyncio.Future[None] = loop.create_future()
             partition.add_hw_waiter(fut)
             try:
-                await asyncio.wait_for(asyncio.shield(fut), remaining)
+                with waiting():
+                    await asyncio.wait_for(asyncio.shield(fut), remaining)
             except TimeoutError:
                 pass
             finally:
@@ -505,13 +507,15 @@ class ReplicaManager:
         """Return when any of `partitions` gets new data, or after `timeout_s`."""
         if timeout_s <= 0 or not partitions:
             if timeout_s > 0:
-                await asyncio.sleep(timeout_s)
+                with waiting():
+                    await asyncio.sleep(timeout_s)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for p in partitions:
             p.add_waiter(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            with waiting():
+                await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
             pass
         finally:

@@ -33,7 +33,11 @@ def _from_camel(cls: type[_E], name: str) -> _E:
     for m in cls:
         if camel_name(m).lower() == name.replace("_", "").lower():
             return m
-    raise ValueError(f"Unknown {cls.__name__} {name!r}")
+    # Kafka's own type names: ResourceType, PatternType, AclOperation, AclPermissionType.
+    kafka_name = {AclResourceType: "ResourceType", AclPatternType: "PatternType"}.get(
+        cls, cls.__name__
+    )
+    raise ValueError(f"Unknown {kafka_name} {name!r}")
 
 
 def resource_type_from_name(name: str) -> AclResourceType:
@@ -120,7 +124,7 @@ def validate_binding(b: AclBinding) -> None:
         raise InvalidAclError("Invalid permission type")
     if e.operation not in SUPPORTED_OPERATIONS[p.resource_type]:
         raise InvalidAclError(
-            f"AclResourceType {camel_name(p.resource_type)} does not support operation "
+            f"ResourceType {camel_name(p.resource_type)} does not support operation "
             f"{camel_name(e.operation)}"
         )
     parse_principal(e.principal)

@@ -277,7 +277,8 @@ class Broker(BrokerControl):
         backoff = 0.2
         for _ in range(20):
             try:
-                self.broker_epoch = await self._register()
+                # The expired session's node is gone: no old registration to wait for.
+                self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
                 break
             except Exception:
                 log.warning(
@@ -386,6 +387,8 @@ class Broker(BrokerControl):
             await asyncio.sleep(TICK_SECONDS)
             try:
                 self.log_manager.tick()
+                if self.security is not None:
+                    self.security.quotas.expire_idle(time.monotonic() * 1000)
             except Exception:
                 log.exception("periodic log maintenance failed")
 

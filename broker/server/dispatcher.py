@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import codec
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
+from ..wait_time import metered
 from .handlers import HANDLERS, RequestContext
 from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
@@ -97,8 +98,9 @@ class Dispatcher:
                 request,
             )
         started = time.perf_counter_ns()
-        response = await spec.fn(ctx, request)
-        busy_ns = time.perf_counter_ns() - started - ctx.waited_ns
+        with metered() as waits:
+            response = await spec.fn(ctx, request)
+        busy_ns = time.perf_counter_ns() - started - waits.ns
         self._throttle(conn, header, request, response, decode_ns + busy_ns)
         self.broker.metrics.record_request(
             header.api_key, version, (time.perf_counter_ns() - received) / 1e6

@@ -11,7 +11,6 @@ from snapshots of the broker's tables.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -102,24 +101,31 @@ class BrokerMetrics:
         # Kafka's request tag: the API's name, ApiVersions, DescribeCluster, ...
         self._names = {int(k): k.name.title().replace("_", "") for k in ApiKey}
         self._server: Any = None
-        self._thread: threading.Thread | None = None
 
     def record_request(self, api_key: int, version: int, elapsed_ms: float) -> None:
+        if self._server is None:
+            return  # nobody can scrape them: no work on the request path
         name = self._names.get(api_key, str(api_key))
         self.requests.labels(name, str(version)).inc()
         self.total_time.labels(name).observe(elapsed_ms)
 
     def record_produce(self, topic: str, records: int, size: int) -> None:
+        if self._server is None:
+            return
         self.messages_in.labels(topic).inc(records)
         self.bytes_in.labels(topic).inc(size)
 
-    def record_fetch(self, topic: str, size: int) -> None:
-        if size:
-            self.bytes_out.labels(topic).inc(size)
+    def record_fetch(self, sizes: dict[str, int]) -> None:
+        """Bytes a consumer fetch returned, per topic."""
+        if self._server is None:
+            return
+        for topic, size in sizes.items():
+            if size:
+                self.bytes_out.labels(topic).inc(size)
 
     def serve(self, host: str, port: int) -> int:
         """Serve /metrics over HTTP; returns the bound port (0 asks for a free one)."""
-        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        self._server, _ = start_http_server(port, host, registry=self.registry)
         bound = self._server.server_address[1]
         log.info("Prometheus metrics on http://%s:%d/metrics", host, bound)
         return bound

@@ -6,8 +6,7 @@ response versions in `_CLIENT_THROTTLES_FROM`) get the response at once; older o
 when the throttle is over, so the delay itself slows them down.
 
 Request quotas count the time the broker spends working on a request, not the time it waits
-(fetch long polls, acks=all, rebalances): handlers mark those awaits with `RequestContext.waiting`,
-as Kafka counts only request-handler and network thread time.
+(fetch long polls, acks=all, rebalances): see broker/wait_time.py.
 """
 
 from __future__ import annotations

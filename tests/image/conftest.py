@@ -73,9 +73,9 @@ def run_container(request: pytest.FixtureRequest) -> Iterator[Callable[..., Cont
 
     def start(image: str, *args: str, docker_args: tuple[str, ...] = ()) -> Container:
         name = f"odradek-test-{os.getpid()}-{next(_names)}"
-        docker("run", "-d", "--name", name, *docker_args, image, *args)
         container = Container(name)
-        started.append(container)
+        started.append(container)  # before the run: a failed start may still leave it created
+        docker("run", "-d", "--name", name, *docker_args, image, *args)
         return container
 
     yield start

@@ -165,3 +165,19 @@ def test_connection_rate_quota_per_ip_with_a_default() -> None:
     assert manager.record_connection("10.0.0.2", now) == 0
     assert all(manager.record_connection("10.0.0.9", now) == 0 for _ in range(50))
     assert manager.cache.find_ip("10.0.0.3", qc.CONNECTION_CREATION_RATE) == 2.0
+
+
+def test_idle_clients_are_forgotten() -> None:
+    """Kafka expires quota sensors after an hour without use: an address or client id that
+    went away leaves nothing behind, and one that comes back starts afresh."""
+    manager = QuotaManager(settings=QuotaSettings(samples=2, window_seconds=1))
+    manager.cache.set(qc.make_entity([("ip", None)]), {qc.CONNECTION_CREATION_RATE: 2.0})
+    manager.cache.set(qc.make_entity([("client-id", None)]), {qc.CONTROLLER_MUTATION_RATE: 1.0})
+    for i in range(100):
+        manager.record_connection(f"10.1.0.{i}", 0.0)
+    manager.record_mutations("User:u", "ops", 50, 0.0, strict=True)
+    manager.record_connection("10.1.0.7", 3_000_000.0)  # still in use
+    assert manager.expire_idle(3_700_000.0) == 100  # 99 addresses and the bucket
+    assert manager.expire_idle(3_700_000.0) == 0
+    # The overdrawn bucket is gone with its client: a new one starts full.
+    assert manager.record_mutations("User:u", "ops", 1, 3_700_000.0, strict=True) == (True, 0)

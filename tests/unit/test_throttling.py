@@ -9,42 +9,47 @@ import pytest
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.quotas.config import CLIENT_ID, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from odradek.broker.quotas.manager import QuotaManager
-from odradek.broker.server.handlers import RequestContext
 from odradek.broker.server.throttling import apply_quotas, client_throttles
+from odradek.broker.wait_time import metered, waiting
 
 
-def test_marked_waits_do_not_count_as_request_time() -> None:
-    """A long poll parks for 0.2 s: the request quota must see only the work around it."""
-    ctx = RequestContext(broker=None, conn=None, header=None)  # type: ignore[arg-type]
+def test_waits_are_metered_once_even_when_they_overlap() -> None:
+    """A request parks 0.2 s in two concurrent waits (acks=all on two partitions) and works
+    0.02 s: the meter sees the 0.2 s once, and the work stays outside it."""
 
-    async def handler() -> str:
-        with ctx.waiting():
-            await asyncio.sleep(0.2)
-        with ctx.waiting():
-            await asyncio.sleep(0.05)
-        start = time.perf_counter()
-        while time.perf_counter() - start < 0.02:
-            pass  # work the broker does
-        return "done"
+    async def wait(seconds: float) -> None:
+        with waiting():
+            await asyncio.sleep(seconds)
 
-    start = time.perf_counter_ns()
-    assert asyncio.run(handler()) == "done"
-    wall = time.perf_counter_ns() - start
-    assert ctx.waited_ns >= 0.25 * 1e9
-    assert wall - ctx.waited_ns >= 0.02 * 1e9
+    async def handler() -> tuple[int, int]:
+        with metered() as meter:
+            parked = time.perf_counter_ns()
+            await asyncio.gather(wait(0.2), wait(0.15))  # tasks inherit the meter
+            parked = time.perf_counter_ns() - parked
+            start = time.perf_counter()
+            while time.perf_counter() - start < 0.02:
+                pass  # work the broker does
+        return meter.ns, parked
+
+    started = time.perf_counter_ns()
+    waited, parked = asyncio.run(handler())
+    wall = time.perf_counter_ns() - started
+    assert 0.2e9 <= waited <= parked  # counted once: never more than the time it was parked
+    assert wall - waited >= 0.02e9
 
 
-def test_a_failing_wait_is_still_counted() -> None:
-    ctx = RequestContext(broker=None, conn=None, header=None)  # type: ignore[arg-type]
+def test_waits_outside_a_request_and_failing_waits() -> None:
+    async def run() -> int:
+        with waiting():  # no request: nothing to meter, and no error
+            await asyncio.sleep(0)
+        with metered() as meter:
+            with pytest.raises(TimeoutError):
+                with waiting():
+                    await asyncio.sleep(0.05)
+                    raise TimeoutError
+        return meter.ns
 
-    async def handler() -> None:
-        with ctx.waiting():
-            await asyncio.sleep(0.05)
-            raise TimeoutError
-
-    with pytest.raises(TimeoutError):
-        asyncio.run(handler())
-    assert ctx.waited_ns >= 0.05 * 1e9
+    assert asyncio.run(run()) >= 0.05e9
 
 
 def test_which_responses_the_client_waits_out_itself() -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...replication.replica_manager import ReplicaManager
+from ...wait_time import waiting
 from .manager import GroupCoordinatorConfig, GroupMetadataManager, now_ms
 from .metadata import (
     GroupMetadata,
@@ -199,7 +200,8 @@ class GroupCoordinator:
             self._current_member_join(group, req, fut)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._check_join(group)
-        return await fut
+        with waiting():  # until the rebalance (or the leader's assignment) completes
+            return await fut
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         state = group.state
@@ -709,7 +711,8 @@ class GroupCoordinator:
             assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
             write = self.manager.store_group(group, assignment)
             self._spawn(self._finish_sync(group, generation_id, member_id, assignment, write))
-        return await fut
+        with waiting():  # until the rebalance (or the leader's assignment) completes
+            return await fut
 
     async def _finish_sync(
         self,

@@ -79,7 +79,7 @@ class JoinRequest:
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool = False
     supports_skip_assignment: bool = False
-    reason: str = "not provided"
+    reason: str = "not provided"  # JoinGroup v8+ may say why the member (re)joins
 
     def new_member(self, member_id: str, instance_id: str | None) -> MemberMetadata:
         return MemberMetadata(

@@ -139,8 +139,7 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
         remaining = deadline - time.monotonic()
         if total >= min_bytes or any_error or remaining <= 0 or not requested:
             break
-        with ctx.waiting():
-            await broker.replica_manager.wait_for_data(partitions, remaining)
+        await broker.replica_manager.wait_for_data(partitions, remaining)
 
     if session is not None and incremental:
         results = [r for r in results if _session_changed(session, r)]
@@ -149,15 +148,16 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             _session_changed(session, r)
 
     by_topic: dict[str, dict[str, Any]] = {}
-    metrics = broker.metrics
+    fetched: dict[str, int] = {}
     for w, part in results:
-        if replica_id < 0 and part["records"] is not None:
-            metrics.record_fetch(w.topic, records_size(part["records"]))  # replication not counted
+        if replica_id < 0 and part["records"] is not None:  # replication is not counted
+            fetched[w.topic] = fetched.get(w.topic, 0) + records_size(part["records"])
         topic = by_topic.get(w.topic + str(w.topic_id))
         if topic is None:
             topic = {"topic": w.topic, "topic_id": w.topic_id, "partitions": []}
             by_topic[w.topic + str(w.topic_id)] = topic
         topic["partitions"].append(part)
+    broker.metrics.record_fetch(fetched)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

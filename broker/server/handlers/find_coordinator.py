@@ -17,6 +17,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
+from ...wait_time import waiting
 from .. import authz
 from .registry import RequestContext, handles
 
@@ -60,7 +61,7 @@ async def _ensure_offsets_topic(ctx: RequestContext) -> None:
         task.add_done_callback(
             lambda t: _creating.pop(key, None) if _creating.get(key) is t else None
         )
-    with ctx.waiting():
+    with waiting():  # another request may be creating the topic
         await asyncio.shield(task)
         await cache.wait_for(lambda: cache.has_leaders(OFFSETS_TOPIC), CREATE_WAIT_S)
 

@@ -44,6 +44,7 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
             "members": [],
         }
     session_timeout = req["session_timeout_ms"]
+    reason = req.get("reason") if v >= 8 else None
     join = JoinRequest(
         group_id=req["group_id"],
         member_id=req["member_id"],
@@ -56,10 +57,9 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
         protocols=[(p["name"], _bytes(p["metadata"])) for p in req["protocols"]],
         require_known_member_id=v >= 4,
         supports_skip_assignment=v >= 9,
-        reason=(req.get("reason") if v >= 8 else None) or "not provided",
+        **({"reason": reason} if reason else {}),  # else JoinRequest's "not provided"
     )
-    with ctx.waiting():  # parked until the rebalance completes
-        result = await ctx.broker.group_coordinator.join_group(join)
+    result = await ctx.broker.group_coordinator.join_group(join)
     protocol_name = result.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
@@ -88,16 +88,15 @@ async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
     protocol_name = req.get("protocol_name") if v >= 5 else None
     if v >= 5 and (protocol_type is None or protocol_name is None):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL}
-    with ctx.waiting():  # followers wait for the leader's assignment
-        result = await ctx.broker.group_coordinator.sync_group(
-            req["group_id"],
-            req["generation_id"],
-            req["member_id"],
-            req.get("group_instance_id") if v >= 3 else None,
-            protocol_type,
-            protocol_name,
-            {a["member_id"]: _bytes(a["assignment"]) for a in req["assignments"]},
-        )
+    result = await ctx.broker.group_coordinator.sync_group(
+        req["group_id"],
+        req["generation_id"],
+        req["member_id"],
+        req.get("group_instance_id") if v >= 3 else None,
+        protocol_type,
+        protocol_name,
+        {a["member_id"]: _bytes(a["assignment"]) for a in req["assignments"]},
+    )
     return {
         "throttle_time_ms": 0,
         "error_code": result.error,

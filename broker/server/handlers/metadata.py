@@ -157,8 +157,7 @@ async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode | None:
         if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("auto-creating %s failed: %s", name, e)
             return ErrorCode.LEADER_NOT_AVAILABLE
-    with ctx.waiting():
-        created = await broker.metadata_cache.wait_for(
-            lambda: broker.metadata_cache.has_leaders(name), AUTO_CREATE_WAIT_S
-        )
+    created = await broker.metadata_cache.wait_for(
+        lambda: broker.metadata_cache.has_leaders(name), AUTO_CREATE_WAIT_S
+    )
     return None if created else ErrorCode.LEADER_NOT_AVAILABLE

@@ -91,13 +91,12 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
         responses.append({"name": name, "partition_responses": results})
     if waiting:
         timeout_s = max(req.get("timeout_ms", 30000), 0) / 1000
-        with ctx.waiting():
-            codes = await asyncio.gather(
-                *(
-                    broker.replica_manager.wait_for_replication(partition, required, timeout_s)
-                    for _, partition, required in waiting
-                )
+        codes = await asyncio.gather(
+            *(
+                broker.replica_manager.wait_for_replication(partition, required, timeout_s)
+                for _, partition, required in waiting
             )
+        )
         for (result, _, _), code in zip(waiting, codes, strict=True):
             if code != ErrorCode.NONE:
                 result["error_code"] = code

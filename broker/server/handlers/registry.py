@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,21 +20,10 @@ class RequestContext:
     broker: Broker
     conn: Connection
     header: RequestHeader
-    # Time spent parked (long polls, acks=all, rebalances): request quotas count work, not waits.
-    waited_ns: int = 0
 
     @property
     def version(self) -> int:
         return self.header.api_version
-
-    @contextmanager
-    def waiting(self) -> Iterator[None]:
-        """Mark an await as a wait, so it does not count as time the broker worked."""
-        started = time.perf_counter_ns()
-        try:
-            yield
-        finally:
-            self.waited_ns += time.perf_counter_ns() - started
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

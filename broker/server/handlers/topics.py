@@ -101,10 +101,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             created.append((name, result))
     timeout = max(req.get("timeout_ms", 0), 0) / 1000
     if created and timeout > 0:
-        with ctx.waiting():
-            ready = await cache.wait_for(
-                lambda: all(cache.has_leaders(n) for n, _ in created), timeout
-            )
+        ready = await cache.wait_for(lambda: all(cache.has_leaders(n) for n, _ in created), timeout)
         if not ready:
             for name, result in created:
                 if not cache.has_leaders(name):
@@ -160,10 +157,7 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         pending.append((name, result))
     timeout = max(req["timeout_ms"], 0) / 1000
     if pending and timeout > 0:
-        with ctx.waiting():
-            gone = await cache.wait_for(
-                lambda: not any(cache.contains(n) for n, _ in pending), timeout
-            )
+        gone = await cache.wait_for(lambda: not any(cache.contains(n) for n, _ in pending), timeout)
         if not gone:
             for name, result in pending:
                 if cache.contains(name):
@@ -215,8 +209,7 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
                 (cache.partition_count(n) or 0) >= c and cache.has_leaders(n) for n, c, _ in grown
             )
 
-        with ctx.waiting():
-            complete = await cache.wait_for(done, timeout)
+        complete = await cache.wait_for(done, timeout)
         if not complete:
             for name, count, result in grown:
                 if (cache.partition_count(name) or 0) < count:
