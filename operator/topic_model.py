@@ -10,28 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clusters import (  # noqa: F401  (re-exported: the Topic's names for shared things)
-    BOOTSTRAP_ANNOTATION,
-    BOOTSTRAP_LABEL,
-    CLUSTER_LABEL,
-    GROUP,
-    VERSION,
-    OwnerKey,
-    conflict_winner,
-)
-from .status import (  # noqa: F401
-    CLUSTER_NOT_FOUND,
-    CLUSTER_UNREACHABLE,
-    KAFKA_ERROR,
-    PENDING,
-    RECONCILED,
-    RESOURCE_CONFLICT,
-    get_condition,
-    now_iso,
-    parse_time,
-    set_condition,
-    settled,
-)
+from .status import RECONCILED, settled
 
 TOPICS = "topics"
 

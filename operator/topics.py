@@ -18,20 +18,16 @@ from odradek.broker.client import AdminClient
 from . import metrics, topic_model
 from .cluster_resource import ClusterResourceHandlers, Round
 from .kafka_io import apply_plan, delete_topic, read_topic
-from .status import Outcome, normal, warning
+from .status import PENDING, RECONCILED, Outcome, normal, now_iso, set_condition, warning
 from .topic_model import (
     DRIFTED,
     NOT_SUPPORTED,
-    PENDING,
-    RECONCILED,
     REPORT,
     RETAIN,
     TOPICS,
     ActualTopic,
     desired_from,
-    now_iso,
     plan,
-    set_condition,
     topic_name,
 )
 

@@ -19,6 +19,7 @@ from odradek.broker.client.admin import (
     AclResourceType,
     ScramMechanism,
 )
+from odradek.broker.protocol.acl_types import camel_name
 
 USERS = "users"
 CLUSTER_RESOURCE_NAME = "kafka-cluster"  # Kafka's only name for the CLUSTER resource
@@ -36,20 +37,9 @@ RESOURCE_TYPES = {
 }
 PATTERN_TYPES = {"literal": AclPatternType.LITERAL, "prefix": AclPatternType.PREFIXED}
 PERMISSIONS = {"allow": AclPermissionType.ALLOW, "deny": AclPermissionType.DENY}
+# Kafka's operation names (Read, ClusterAction, ...), as the User CRD's rules spell them.
 OPERATIONS = {
-    "All": AclOperation.ALL,
-    "Read": AclOperation.READ,
-    "Write": AclOperation.WRITE,
-    "Create": AclOperation.CREATE,
-    "Delete": AclOperation.DELETE,
-    "Alter": AclOperation.ALTER,
-    "Describe": AclOperation.DESCRIBE,
-    "ClusterAction": AclOperation.CLUSTER_ACTION,
-    "DescribeConfigs": AclOperation.DESCRIBE_CONFIGS,
-    "AlterConfigs": AclOperation.ALTER_CONFIGS,
-    "IdempotentWrite": AclOperation.IDEMPOTENT_WRITE,
-    "CreateTokens": AclOperation.CREATE_TOKENS,
-    "DescribeTokens": AclOperation.DESCRIBE_TOKENS,
+    camel_name(op): op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)
 }
 
 

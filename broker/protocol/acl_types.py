@@ -48,3 +48,9 @@ class AclPermissionType(IntEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+def camel_name(member: IntEnum) -> str:
+    """The name Kafka gives a code in /kafka-acl, its tools and its CRD-style APIs:
+    TRANSACTIONAL_ID -> TransactionalId, CLUSTER_ACTION -> ClusterAction."""
+    return "".join(w.capitalize() for w in member.name.split("_"))

@@ -80,9 +80,10 @@ class QuotaManager:
     def expire_idle(self, now: float, idle_ms: float = INACTIVE_EXPIRY_MS) -> int:
         """Forget the rates and buckets of clients idle for `idle_ms` (Kafka expires its quota
         sensors after an hour), so short-lived client ids and addresses do not pile up."""
-        stale = [k for k, used in self._used.items() if now - used > idle_ms]
+        # list(): mutation-quota buckets are touched from the topic admin's thread as well.
+        stale = [k for k, used in list(self._used.items()) if now - used > idle_ms]
         for key in stale:
-            del self._used[key]
+            self._used.pop(key, None)
             if isinstance(key, tuple) and key[0] == "bucket":
                 self._buckets.pop(key[1], None)
             else:

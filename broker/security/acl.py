@@ -15,18 +15,19 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeVar
 
-from ..protocol.acl_types import AclOperation, AclPatternType, AclPermissionType, AclResourceType
+from ..protocol.acl_types import (
+    AclOperation,
+    AclPatternType,
+    AclPermissionType,
+    AclResourceType,
+    camel_name,
+)
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
 
 _E = TypeVar("_E", bound=IntEnum)
-
-
-def camel_name(member: IntEnum) -> str:
-    """Names as Kafka writes them in /kafka-acl: TRANSACTIONAL_ID -> TransactionalId."""
-    return "".join(w.capitalize() for w in member.name.split("_"))
 
 
 def _from_camel(cls: type[_E], name: str) -> _E:

@@ -23,6 +23,7 @@ from ..cluster.metadata_store import (
     NoNodeError,
     run_blocking,
 )
+from ..protocol.acl_types import camel_name
 from .acl import (
     AccessControlEntry,
     AclBinding,
@@ -31,7 +32,6 @@ from .acl import (
     AclPatternType,
     AclResourceType,
     ResourcePattern,
-    camel_name,
     operation_from_name,
     permission_from_name,
     resource_type_from_name,

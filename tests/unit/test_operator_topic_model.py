@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
+from odradek.operator.clusters import OwnerKey, conflict_winner
 from odradek.operator.config import load_config
-from odradek.operator.topic_model import (
-    ActualTopic,
-    OwnerKey,
-    conflict_winner,
-    desired_from,
-    in_drift_mode,
-    plan,
-    set_condition,
-)
+from odradek.operator.status import set_condition
+from odradek.operator.topic_model import ActualTopic, desired_from, in_drift_mode, plan
 
 
 def actual(partitions: int = 3, replicas: int = 1, **config: str) -> ActualTopic:
