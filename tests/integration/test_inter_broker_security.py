@@ -103,7 +103,12 @@ def test_a_broker_with_a_wrong_inter_broker_password_stays_out_of_the_isr(
     cluster = Cluster(zk_ensemble, tmp_path, 3, {"replica.lag.time.max.ms": "3000"})
     _secured(cluster, CertificateAuthority(tmp_path / "certs"), {3: wrong})
     try:
-        cluster.start()
+        # Brokers 1 and 2 first, so that one of them is the controller: a controller that
+        # cannot log in to the others would leave the whole cluster without metadata.
+        cluster[1].start()
+        cluster[2].start()
+        cluster.wait_until(lambda: cluster.zk_controller() in (1, 2), "a controller among 1, 2")
+        cluster[3].start()
         _lock_the_cluster_resource(cluster[1].bootstrap)
         topic = "half-" + uuid.uuid4().hex[:8]
         cluster.create_topic(topic, 3, 3)  # broker 3 follows the partitions 1 and 2 lead
