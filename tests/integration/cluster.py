@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import pytest
 from broker_process import BrokerProcess
+from confluent_kafka import Consumer, TopicPartition
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from zookeeper import ZkEnsemble
@@ -271,3 +272,27 @@ def shared_cluster_fixture(
         yield c.start()
     finally:
         c.stop()
+
+
+def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of partition 0, read from offset 0 to the end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{time.time()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 120
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            out.append((msg.offset(), msg.value()))
+        return out
+    finally:
+        consumer.close()

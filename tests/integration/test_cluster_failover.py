@@ -9,8 +9,8 @@ import json
 import threading
 import time
 
-from cluster import SESSION_TIMEOUT_MS, Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from cluster import SESSION_TIMEOUT_MS, Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -100,28 +100,6 @@ def produce_raw(c: Cluster, broker: int, topic: str, value: bytes, acks: int = -
 
 def segment(c: Cluster, broker: int, topic: str) -> bytes:
     return (c[broker].data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
-
-
-def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{time.time()}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is not None and not msg.error():
-                out.append((msg.offset(), msg.value()))
-        return out
-    finally:
-        consumer.close()
 
 
 def test_expired_session_reregisters_and_rejoins_the_isr(cluster_factory) -> None:

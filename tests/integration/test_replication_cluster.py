@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
-from confluent_kafka import Consumer, Producer, TopicPartition
+from cluster import Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
+from confluent_kafka import Producer
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
@@ -46,29 +46,6 @@ def create(c: Cluster, topic: str = TOPIC) -> None:
     c.create_topic(topic, 1, 3)
     c.wait_until(lambda: leader_serving(c, topic), f"a leader for {topic}")
     c.wait_until(lambda: full_isr(c, topic), f"three in-sync replicas of {topic}")
-
-
-def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{time.time()}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 120
-        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            out.append((msg.offset(), msg.value()))
-        return out
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
