@@ -166,7 +166,8 @@ def test_reassignment_while_producing(cluster_factory) -> None:
         producer.flush(150)
 
     old_dir = c[1].data_dir / f"{TOPIC}-0"
-    assert old_dir.is_dir()
+    # The ISR in ZooKeeper is written at creation, before broker 1 has made its replica.
+    c.wait_until(old_dir.is_dir, "the replica's directory on broker 1")
     writer = threading.Thread(target=produce_forever, daemon=True)
     writer.start()
     try:
