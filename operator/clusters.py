@@ -49,11 +49,13 @@ def register_bootstrap_index(registry: kopf.OperatorRegistry) -> None:
 
 
 def resolve_bootstrap(
-    body: Mapping[str, Any], services: Any, allow_annotation: bool
+    body: Mapping[str, Any], services: Any, allow_annotation: bool, cluster: str | None = None
 ) -> tuple[str | None, str]:
-    """(bootstrap address, "") or (None, why the cluster was not found)."""
-    meta, spec = body["metadata"], body["spec"]
-    namespace, cluster = meta["namespace"], spec["cluster"]
+    """(bootstrap address, "") or (None, why the cluster was not found). The cluster is
+    spec.cluster unless given (objects that name it in a label)."""
+    meta = body["metadata"]
+    namespace = meta["namespace"]
+    cluster = body["spec"]["cluster"] if cluster is None else cluster
     override = (meta.get("annotations") or {}).get(BOOTSTRAP_ANNOTATION)
     if override and allow_annotation:
         return override, ""

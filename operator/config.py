@@ -28,6 +28,7 @@ class OperatorConfig:
     backoff_base_seconds: float = 2.0
     backoff_max_seconds: float = 120.0
     kafka_timeout_seconds: float = 15.0  # one admin operation, including its own retries
+    scaling_interval_seconds: float = 10.0  # how often broker StatefulSets' replicas are checked
     metrics_port: int = 8080  # Prometheus /metrics; 0 disables
     metrics_address: str = "0.0.0.0"
     liveness_port: int = 0  # kopf's /healthz; 0 disables
@@ -65,6 +66,7 @@ _ENV_FIELDS = {
     "BACKOFF_BASE_SECONDS": ("backoff_base_seconds", float),
     "BACKOFF_MAX_SECONDS": ("backoff_max_seconds", float),
     "KAFKA_TIMEOUT_SECONDS": ("kafka_timeout_seconds", float),
+    "SCALING_INTERVAL_SECONDS": ("scaling_interval_seconds", float),
     "METRICS_PORT": ("metrics_port", int),
     "METRICS_ADDRESS": ("metrics_address", str),
     "LIVENESS_PORT": ("liveness_port", int),
@@ -75,7 +77,8 @@ _ENV_FIELDS = {
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="odradek-operator",
-        description="Kubernetes operator for Odradek Topic, Quota and User resources. Every "
+        description="Kubernetes operator for Odradek Topic, Quota and User resources and broker "
+        "scaling. Every "
         f"flag can also be given as an environment variable {ENV_PREFIX}<FLAG> (for example "
         f"{ENV_PREFIX}RESYNC_SECONDS=10).",
     )
@@ -108,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backoff-base-seconds", type=float)
     p.add_argument("--backoff-max-seconds", type=float)
     p.add_argument("--kafka-timeout-seconds", type=float)
+    p.add_argument(
+        "--scaling-interval-seconds",
+        type=float,
+        help="how often broker StatefulSets are checked for a changed number of brokers",
+    )
     p.add_argument("--metrics-port", type=int, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-address")
     p.add_argument("--liveness-port", type=int, help="kopf liveness probe port (0: off)")

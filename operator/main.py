@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 
 from . import metrics
+from .broker_scaling import BrokerScalingHandlers
 from .clusters import GROUP, register_bootstrap_index
 from .config import OperatorConfig, load_config
 from .quotas import QuotaHandlers
@@ -29,6 +30,7 @@ def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
     TopicHandlers(cfg).register(registry)
     QuotaHandlers(cfg).register(registry)
     UserHandlers(cfg).register(registry)
+    BrokerScalingHandlers(cfg).register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

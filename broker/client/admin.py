@@ -237,6 +237,15 @@ class TopicDescription:
 
 
 @dataclass(slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (KIP-455): the full target replica list and its delta."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass(slots=True)
 class ClusterDescription:
     cluster_id: str | None
     controller_id: int
@@ -907,6 +916,75 @@ class AdminClient:
                 ]
             )
         return out
+
+    # -- partition reassignment (KIP-455) -----------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Move each (topic, partition) to its target replicas (None cancels its reassignment);
+        returns each partition's error, None where the controller accepted it."""
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "replicas": None if replicas is None else list(replicas),
+                }
+            )
+        body = {
+            "timeout_ms": self._timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        results: dict[tuple[str, int], KafkaError | None] = {}
+
+        async def attempt() -> None:
+            resp = await self.cluster.request_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+            error = error_of(resp["error_code"], resp.get("error_message"), "reassignment")
+            if error is not None:
+                if error.code == ErrorCode.NOT_CONTROLLER:
+                    self.cluster.mark_stale()
+                raise error
+            for t in resp["responses"]:
+                for p in t["partitions"]:
+                    where = f"partition {t['name']}-{p['partition_index']}"
+                    results[(t["name"], p["partition_index"])] = error_of(
+                        p["error_code"], p.get("error_message"), where
+                    )
+
+        await self.cluster.retry(attempt, what="AlterPartitionReassignments")
+        self.cluster.mark_stale()
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """Reassignments in progress, of `partitions` or (None) of every topic."""
+        topics: list[dict] | None = None
+        if partitions is not None:
+            wanted: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                wanted.setdefault(topic, []).append(partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+        body = {"timeout_ms": self._timeout_ms, "topics": topics}
+
+        async def attempt() -> dict:
+            resp = await self.cluster.request_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+            error = error_of(resp["error_code"], resp.get("error_message"), "reassignments")
+            if error is not None:
+                if error.code == ErrorCode.NOT_CONTROLLER:
+                    self.cluster.mark_stale()
+                raise error
+            return resp
+
+        resp = await self.cluster.retry(attempt, what="ListPartitionReassignments")
+        return {
+            (t["name"], p["partition_index"]): PartitionReassignment(
+                list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"])
+            )
+            for t in resp["topics"]
+            for p in t["partitions"]
+        }
 
     async def _any_request(self, api_key: int, body: dict, *, min_version: int = 0) -> dict:
         conn = await self.cluster.any_connection()

@@ -48,6 +48,7 @@ OPERATOR_ENV = {
     "ODRADEK_OPERATOR_BACKOFF_BASE_SECONDS": "0.5",
     "ODRADEK_OPERATOR_BACKOFF_MAX_SECONDS": "3",
     "ODRADEK_OPERATOR_KAFKA_TIMEOUT_SECONDS": "5",
+    "ODRADEK_OPERATOR_SCALING_INTERVAL_SECONDS": "1",
 }
 
 live_processes: list[Process] = []  # stopped at session end; logs shown on failure
@@ -494,8 +495,17 @@ class Broker:
     --client-config is covered by the client's tests in tests/integration/test_security_auth.py).
     """
 
-    def __init__(self, work: Path, *, secure: bool = False) -> None:
+    def __init__(
+        self,
+        work: Path,
+        *,
+        secure: bool = False,
+        zookeeper: str | None = None,
+        broker_id: int | None = None,
+    ) -> None:
         self.work = work
+        self.zookeeper = zookeeper  # zookeeper.connect; None: the embedded store
+        self.broker_id = broker_id
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.secure = secure
@@ -509,6 +519,11 @@ class Broker:
             "log.dirs": str(self.work / "data"),
             "offsets.topic.replication.factor": "1",
         }
+        if self.zookeeper is not None:
+            out["zookeeper.connect"] = self.zookeeper
+            out["group.initial.rebalance.delay.ms"] = "0"
+        if self.broker_id is not None:
+            out["broker.id"] = str(self.broker_id)
         if self.secure:
             out["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
             out.update(

@@ -586,6 +586,8 @@ def test_operator_rbac_least_privilege(
         ("create", "events"),
         ("create", "secrets"),
         ("get", "secrets"),
+        ("watch", "statefulsets.apps"),
+        ("patch", "statefulsets.apps"),
     ]
     for verb, res in allowed:
         assert can_i(kube, sa, verb, res, ns), f"operator cannot {verb} {res} in {ns}"
@@ -598,6 +600,8 @@ def test_operator_rbac_least_privilege(
         ("delete", "services"),
         ("update", "configmaps"),
         ("create", "roles.rbac.authorization.k8s.io"),
+        ("update", "statefulsets.apps/scale"),
+        ("delete", "statefulsets.apps"),
     ]
     for verb, res in denied:
         assert not can_i(kube, sa, verb, res, ns), f"operator may {verb} {res} in {ns}"

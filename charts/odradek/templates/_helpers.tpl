@@ -117,6 +117,8 @@ What the operator does in a namespace it watches, and nothing more:
 - Secrets: generate a User's password Secret (owned by the User, so the garbage collector
   removes it), read one a User names. No list or watch: it never reads other Secrets.
 - Events: one per action on a resource.
+- StatefulSets: watch the broker StatefulSet's replicas, and patch the annotation that records
+  the brokers the partitions were last spread over.
 */}}
 {{- define "odradek.operator.namespacedRules" -}}
 - apiGroups: [kafka.odradek.io]
@@ -134,4 +136,7 @@ What the operator does in a namespace it watches, and nothing more:
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, patch]
 {{- end -}}
