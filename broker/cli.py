@@ -6,6 +6,7 @@
     odradek consume --topic T [--from-beginning] [--max-messages N] [--timeout S]
     odradek groups list|describe|delete ...
     odradek ready [--broker-id N]                 (exit 0 when the broker serves the cluster)
+    odradek wait-drained [--broker-id N]          (a preStop hook: wait while N is drained)
 
 Client commands talk to --bootstrap-server (default 127.0.0.1:9092). A failure prints one line
 starting with "error:" on stderr and exits with status 1.
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
@@ -61,6 +64,11 @@ def _positive_int(text: str) -> int:
     if n <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return n
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.lstrip("-").isdigit() else None
 
 
 def _seconds(text: str) -> float:
@@ -195,6 +203,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _client_options(p)
     p.add_argument("--broker-id", type=int, help="this broker's id must be registered")
+
+    p = sub.add_parser(
+        "wait-drained",
+        help="wait while a reassignment moves a broker's replicas away (a preStop hook)",
+        description="Exit 0 once no partition reassignment is removing --broker-id from its "
+        "replicas and either one did (the broker was drained) or --settle seconds passed "
+        "without one starting (a restart, not a scale-down). Exit 1 after --timeout seconds "
+        "while it is still being drained.",
+    )
+    _client_options(p)
+    p.add_argument(
+        "--broker-id",
+        type=int,
+        default=_env_int("BROKER_ID"),
+        help="the broker to wait for (default: $BROKER_ID, which the Helm chart sets)",
+    )
+    p.add_argument(
+        "--settle",
+        type=_seconds,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long to wait for a drain to start (default 20)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="give up waiting after this long (default 60)",
+    )
+    p.add_argument("--interval", type=_seconds, default=1.0, help=argparse.SUPPRESS)
 
     p = sub.add_parser(
         "produce",
@@ -610,6 +649,38 @@ async def ready(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def wait_drained(args: argparse.Namespace, out: TextIO) -> int:
+    if args.broker_id is None:
+        raise CliError("--broker-id is required (or set BROKER_ID)")
+    start = time.monotonic()
+    drained_some = False
+    async with _admin(args) as admin:
+        while True:
+            moving = [
+                tp
+                for tp, r in (await admin.list_partition_reassignments()).items()
+                if args.broker_id in r.removing_replicas
+            ]
+            elapsed = time.monotonic() - start
+            if moving:
+                if not drained_some:
+                    out.write(f"broker {args.broker_id}: {len(moving)} partitions moving away\n")
+                    out.flush()
+                drained_some = True
+                if elapsed >= args.timeout:
+                    raise CliError(
+                        f"broker {args.broker_id} still has {len(moving)} partitions moving "
+                        f"away after {args.timeout:g} s"
+                    )
+            elif drained_some:
+                out.write(f"broker {args.broker_id}: drained\n")
+                return 0
+            elif elapsed >= args.settle:
+                out.write(f"broker {args.broker_id}: no drain started\n")
+                return 0
+            await asyncio.sleep(args.interval)
+
+
 _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], Awaitable[int]]] = {
     ("topics", "create"): topics_create,
     ("topics", "list"): topics_list,
@@ -622,6 +693,7 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], A
     ("produce", None): produce,
     ("consume", None): consume,
     ("ready", None): ready,
+    ("wait-drained", None): wait_drained,
 }
 
 

@@ -5,6 +5,8 @@ reassignment (KIP-455: AlterPartitionReassignments, ListPartitionReassignments a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
@@ -212,3 +214,39 @@ def test_reassignment_while_producing(cluster_factory) -> None:
     )
     assert assignment(c)["partitions"]["0"] == [1, 2, 3]
     c.wait_until(lambda: sorted(state(c)["isr"]) == [1, 2, 3], "the original replicas in sync")
+
+
+def wait_drained(c: Cluster, broker: int, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "odradek.broker.cli", "wait-drained"]
+    cmd += ["--bootstrap-server", c[broker].bootstrap, "--broker-id", str(broker), *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_wait_drained_follows_the_reassignment_moving_a_broker_away(cluster_factory) -> None:
+    """`odradek wait-drained`, the chart's preStop hook: a broker being scaled away waits
+    while its replicas move; a broker that is only restarting goes after the settle time."""
+    c = cluster_factory(3, NO_REBALANCE)
+    create_on(c, [1, 2])
+    out, err = wait_drained(c, 1, "--settle", "1").communicate(timeout=60)
+    assert "no drain started" in out, err
+
+    # A move whose new replica's broker is stopped (SIGSTOP) cannot finish: the hook gives up
+    # at its timeout.
+    c[3].pause()
+    try:
+        resp = reassign(c, [2, 3])
+        assert resp["responses"][0]["partitions"][0]["error_code"] == 0, resp
+        hook = wait_drained(c, 1, "--settle", "1", "--timeout", "2")
+        out, err = hook.communicate(timeout=60)
+        assert hook.returncode == 1, (out, err)
+        assert "1 partitions moving away" in out and "still has 1 partitions moving away" in err
+        hook = wait_drained(c, 1, "--settle", "1", "--timeout", "120")
+        assert hook.stdout is not None
+        assert "1 partitions moving away" in hook.stdout.readline()
+    finally:
+        c[3].resume()
+    # With broker 3 back the move completes, and the hook reports the drain.
+    out, err = hook.communicate(timeout=180)
+    assert hook.returncode == 0, err
+    assert out == "broker 1: drained\n"
+    assert assignment(c)["partitions"]["0"] == [2, 3]

@@ -217,7 +217,8 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
     anti-affinity, readiness on Metadata, time for the controlled shutdown."""
     ns = "kafka"
     docs = render(helm, tmp_path, None, ns)
-    sts = find(docs, "StatefulSet", f"{RELEASE}-broker")
+    sts_name = f"{RELEASE}-broker"
+    sts = find(docs, "StatefulSet", sts_name)
     headless = find(docs, "Service", f"{RELEASE}-broker-headless")
     spec = sts["spec"]
     pod = spec["template"]["spec"]
@@ -300,6 +301,20 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
     assert probe[probe.index("--bootstrap-server") + 1] == "127.0.0.1:9092"
     assert pod["terminationGracePeriodSeconds"] >= 60
     assert broker["resources"]["requests"]
+
+    # scale-down: the preStop hook waits while the operator drains the broker (BROKER_ID from
+    # env), within the grace period, leaving time for the controlled shutdown
+    hook = broker["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[:2] == ["odradek", "wait-drained"] and "--broker-id" not in hook
+    assert hook[hook.index("--bootstrap-server") + 1] == "127.0.0.1:9092"
+    assert int(hook[hook.index("--timeout") + 1]) <= pod["terminationGracePeriodSeconds"] - 30
+    assert int(hook[hook.index("--settle") + 1]) > 10  # the operator's scaling interval
+    without_operator = render(helm, tmp_path, {"operator": {"enabled": False}}, ns)
+    sts = find(without_operator, "StatefulSet", f"{RELEASE}-broker")
+    assert "lifecycle" not in container(sts["spec"]["template"]["spec"], "broker")
+    own = {"preStop": {"exec": {"command": ["sleep", "5"]}}}
+    sts = find(render(helm, tmp_path, {"broker": {"lifecycle": own}}, ns), "StatefulSet", sts_name)
+    assert container(sts["spec"]["template"]["spec"], "broker")["lifecycle"] == own
 
 
 def test_broker_config_values(helm: Path, tmp_path: Path) -> None:
@@ -1252,6 +1267,7 @@ def test_chart_runs_in_the_images(images: tuple[str, str], helm: Path, tmp_path:
         "image": {"repository": repo, "tag": tag},
         "zookeeper": {"image": {"repository": zrepo, "tag": ztag}, "heapMB": 128},
         "tests": {"timeoutSeconds": 60},
+        "broker": {"drainOnScaleDown": {"settleSeconds": 2}},
     }
     docs = render(helm, tmp_path, values, ns)
     pods = DockerPods(tmp_path, docs, ns, domain)
@@ -1286,7 +1302,10 @@ def test_chart_runs_in_the_images(images: tuple[str, str], helm: Path, tmp_path:
         grace = find(docs, "StatefulSet", f"{RELEASE}-broker")["spec"]["template"]["spec"][
             "terminationGracePeriodSeconds"
         ]
-        (b2, _) = brokers[2]
+        (b2, c2) = brokers[2]
+        # the preStop hook, as the kubelet runs it first: nothing drains broker 2 (no operator)
+        hook = docker("exec", b2, *c2["lifecycle"]["preStop"]["exec"]["command"])
+        assert hook.stdout == "broker 2: no drain started\n", hook
         docker("stop", "-t", str(grace), b2)
         assert docker("inspect", "-f", "{{.State.ExitCode}}", b2).stdout.strip() == "0"
         assert "stopped" in docker("logs", b2).stderr
