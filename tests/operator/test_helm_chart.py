@@ -308,7 +308,12 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
     assert hook[:2] == ["odradek", "wait-drained"] and "--broker-id" not in hook
     assert hook[hook.index("--bootstrap-server") + 1] == "127.0.0.1:9092"
     assert int(hook[hook.index("--timeout") + 1]) <= pod["terminationGracePeriodSeconds"] - 30
-    assert int(hook[hook.index("--settle") + 1]) > 10  # the operator's scaling interval
+    # a drain starts within one scaling check of the operator
+    operator = container(
+        find(docs, "Deployment", f"{RELEASE}-operator")["spec"]["template"]["spec"], "operator"
+    )
+    interval = env_of(operator)["ODRADEK_OPERATOR_SCALING_INTERVAL_SECONDS"]
+    assert int(hook[hook.index("--settle") + 1]) > float(interval)
     without_operator = render(helm, tmp_path, {"operator": {"enabled": False}}, ns)
     sts = find(without_operator, "StatefulSet", f"{RELEASE}-broker")
     assert "lifecycle" not in container(sts["spec"]["template"]["spec"], "broker")
