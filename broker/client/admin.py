@@ -939,12 +939,9 @@ class AdminClient:
         results: dict[tuple[str, int], KafkaError | None] = {}
 
         async def attempt() -> None:
-            resp = await self.cluster.request_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
-            error = error_of(resp["error_code"], resp.get("error_message"), "reassignment")
-            if error is not None:
-                if error.code == ErrorCode.NOT_CONTROLLER:
-                    self.cluster.mark_stale()
-                raise error
+            resp = await self._controller_request(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, "reassignment"
+            )
             for t in resp["responses"]:
                 for p in t["partitions"]:
                     where = f"partition {t['name']}-{p['partition_index']}"
@@ -968,16 +965,12 @@ class AdminClient:
             topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
         body = {"timeout_ms": self._timeout_ms, "topics": topics}
 
-        async def attempt() -> dict:
-            resp = await self.cluster.request_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
-            error = error_of(resp["error_code"], resp.get("error_message"), "reassignments")
-            if error is not None:
-                if error.code == ErrorCode.NOT_CONTROLLER:
-                    self.cluster.mark_stale()
-                raise error
-            return resp
-
-        resp = await self.cluster.retry(attempt, what="ListPartitionReassignments")
+        resp = await self.cluster.retry(
+            lambda: self._controller_request(
+                ApiKey.LIST_PARTITION_REASSIGNMENTS, body, "reassignments"
+            ),
+            what="ListPartitionReassignments",
+        )
         return {
             (t["name"], p["partition_index"]): PartitionReassignment(
                 list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"])
@@ -985,6 +978,17 @@ class AdminClient:
             for t in resp["topics"]
             for p in t["partitions"]
         }
+
+    async def _controller_request(self, api_key: int, body: dict, what: str) -> dict:
+        """A request to the controller whose top-level error is raised (NOT_CONTROLLER also
+        marks the metadata stale, so a retry finds the new controller)."""
+        resp = await self.cluster.request_controller(api_key, body)
+        error = error_of(resp["error_code"], resp.get("error_message"), what)
+        if error is not None:
+            if error.code == ErrorCode.NOT_CONTROLLER:
+                self.cluster.mark_stale()
+            raise error
+        return resp
 
     async def _any_request(self, api_key: int, body: dict, *, min_version: int = 0) -> dict:
         conn = await self.cluster.any_connection()
