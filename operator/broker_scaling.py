@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import kopf
-from odradek.broker.client import AdminClient, KafkaError
+from odradek.broker.client import AdminClient
 
 from . import metrics
 from .clusters import CLUSTER_LABEL, GROUP, resolve_bootstrap
 from .config import OperatorConfig
-from .kafka_io import Unreachable, admin_client, is_unreachable
+from .kafka_io import BROKER_FAILURES, admin_client, is_unreachable
 from .replica_plan import plan_scaling
 from .status import normal, warning
 
@@ -88,12 +88,10 @@ class BrokerScalingHandlers:
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
                 message = await self._rebalance(admin, known, desired, logger)
-        except Exception as e:  # noqa: BLE001 - sorted below, retried at the next tick
-            if isinstance(e, Unreachable) or is_unreachable(e):
-                logger.info(f"cluster unreachable, retrying: {e}")
+        except BROKER_FAILURES as e:
+            if is_unreachable(e):
+                logger.info(f"cluster unreachable, retrying: {e!r}")
                 return
-            if not isinstance(e, KafkaError):
-                raise
             warning(body, reason="RebalanceFailed", message=str(e))
             metrics.ACTIONS.labels(KIND, "reassign_failed").inc()
             return

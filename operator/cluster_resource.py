@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import kopf
-from odradek.broker.client import AdminClient, KafkaError
+from odradek.broker.client import AdminClient
 
 from . import metrics
 from .clusters import GROUP, VERSION, OwnerKey, resolve_bootstrap, winner_of
 from .config import OperatorConfig
-from .kafka_io import Unreachable, admin_client, is_unreachable
+from .kafka_io import BROKER_FAILURES, Unreachable, admin_client, is_unreachable
 from .status import (
     CLUSTER_NOT_FOUND,
     CLUSTER_UNREACHABLE,
@@ -250,14 +250,11 @@ class ClusterResourceHandlers:
             async with admin_client(bootstrap, self.cfg) as admin:
                 self.mark_managed(r.new)
                 return await self.converge(admin, r)
-        except Unreachable as e:
-            return Outcome(False, CLUSTER_UNREACHABLE, str(e), retriable=True)
-        except KafkaError as e:
-            if e.retriable:
-                return Outcome(False, CLUSTER_UNREACHABLE, f"{bootstrap}: {e}", retriable=True)
-            return Outcome(False, KAFKA_ERROR, str(e))
-        except (TimeoutError, OSError) as e:
-            return Outcome(False, CLUSTER_UNREACHABLE, f"{bootstrap}: {e!r}", retriable=True)
+        except BROKER_FAILURES as e:
+            if not is_unreachable(e):
+                return Outcome(False, KAFKA_ERROR, str(e))
+            why = str(e) if isinstance(e, Unreachable) else f"{bootstrap}: {e!r}"
+            return Outcome(False, CLUSTER_UNREACHABLE, why, retriable=True)
 
     def _write_status(
         self,
@@ -331,8 +328,8 @@ class ClusterResourceHandlers:
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
                 message = await self.remove(admin, body)
-        except (TimeoutError, Unreachable, KafkaError, OSError) as e:
-            if isinstance(e, KafkaError) and not is_unreachable(e):
+        except BROKER_FAILURES as e:
+            if not is_unreachable(e):
                 return done(
                     "abandon",
                     "DeleteFailed",

@@ -30,10 +30,15 @@ class Unreachable(Exception):
     """The cluster could not be asked (down, partitioned, or answering with retriable errors)."""
 
 
+# What a reconcile catches from the brokers; is_unreachable sorts it.
+BROKER_FAILURES = (Unreachable, KafkaError, OSError, asyncio.TimeoutError)
+
+
 def is_unreachable(exc: BaseException) -> bool:
+    """Retry later (True) or report the refusal (False, a non-retriable Kafka error)."""
     if isinstance(exc, KafkaError):
         return exc.retriable
-    return isinstance(exc, (OSError, asyncio.TimeoutError, ConnectionError))
+    return isinstance(exc, (Unreachable, OSError, asyncio.TimeoutError))
 
 
 @asynccontextmanager
@@ -52,8 +57,8 @@ async def admin_client(bootstrap: str, cfg: OperatorConfig) -> AsyncIterator[Adm
     try:
         try:
             await asyncio.wait_for(admin.start(), timeout * 2)
-        except (TimeoutError, KafkaError, OSError) as e:
-            if isinstance(e, KafkaError) and not e.retriable:
+        except BROKER_FAILURES as e:
+            if not is_unreachable(e):
                 raise
             raise Unreachable(f"cannot reach {bootstrap}: {e}") from e
         yield admin
