@@ -87,7 +87,7 @@ class BrokerScalingHandlers:
             return
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
-                message = await self._rebalance(admin, known, desired, logger)
+                done = await self._rebalance(admin, known, desired, logger)
         except BROKER_FAILURES as e:
             if is_unreachable(e):
                 logger.info(f"cluster unreachable, retrying: {e!r}")
@@ -95,16 +95,21 @@ class BrokerScalingHandlers:
             warning(body, reason="RebalanceFailed", message=str(e))
             metrics.ACTIONS.labels(KIND, "reassign_failed").inc()
             return
-        if message is not None:
+        if done is not None:
+            message, stranded = done
             patch.metadata.annotations[BALANCED_ANNOTATION] = format_ids(desired)
-            normal(body, reason="Rebalanced", message=message)
+            if stranded:
+                warning(body, reason="RebalanceIncomplete", message=message)
+            else:
+                normal(body, reason="Rebalanced", message=message)
             logger.info(message)
 
     async def _rebalance(
         self, admin: AdminClient, known: frozenset[int], desired: frozenset[int], logger: Any
-    ) -> str | None:
-        """Submit the moves for going from `known` to `desired` brokers; what was done, or
-        None when it has to wait (brokers not registered yet, a reassignment running)."""
+    ) -> tuple[str, bool] | None:
+        """Submit the moves for going from `known` to `desired` brokers: what was done, and
+        whether replicas had to stay on removed brokers; None when it has to wait (brokers not
+        registered yet, a reassignment running)."""
         registered = {b.node_id for b in (await admin.describe_cluster()).brokers}
         missing = desired - registered
         if missing:
@@ -130,4 +135,15 @@ class BrokerScalingHandlers:
             what.append(f"brokers {format_ids(added)} added")
         if removed:
             what.append(f"brokers {format_ids(removed)} removed")
-        return f"{' and '.join(what)}: {len(moves)} partitions reassigned"
+        message = f"{' and '.join(what)}: {len(moves)} partitions reassigned"
+        stranded = [
+            f"{topic}-{p}"
+            for (topic, p), replicas in current.items()
+            if not set(moves.get((topic, p), replicas)) <= desired
+        ]
+        if stranded:  # more replicas than brokers left
+            message += (
+                f"; {len(stranded)} partitions keep replicas on removed brokers, their replication "
+                f"factor being above the {len(desired)} brokers left: {', '.join(stranded[:10])}"
+            )
+        return message, bool(stranded)
