@@ -553,6 +553,7 @@ def test_notes(kube: ControlPlane, helm: Path, tmp_path: Path) -> None:
     assert f"{RELEASE}-bootstrap.kafka.svc.cluster.local:9092" in notes
     assert "kind: Topic" in notes and f"cluster: {RELEASE}" in notes
     assert f"helm test {RELEASE}" in notes
+    assert f"scale statefulset/{RELEASE}-broker --replicas=4" in notes
 
 
 # -- the operator's RBAC ---------------------------------------------------------------------
