@@ -222,9 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--settle",
         type=_seconds,
-        default=20.0,
+        default=10.0,
         metavar="SECONDS",
-        help="how long to wait for a drain to start (default 20)",
+        help="how long to wait for a drain to start (default 10)",
     )
     p.add_argument(
         "--timeout",

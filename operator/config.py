@@ -28,7 +28,7 @@ class OperatorConfig:
     backoff_base_seconds: float = 2.0
     backoff_max_seconds: float = 120.0
     kafka_timeout_seconds: float = 15.0  # one admin operation, including its own retries
-    scaling_interval_seconds: float = 10.0  # how often broker StatefulSets' replicas are checked
+    scaling_interval_seconds: float = 3.0  # how often broker StatefulSets' replicas are checked
     metrics_port: int = 8080  # Prometheus /metrics; 0 disables
     metrics_address: str = "0.0.0.0"
     liveness_port: int = 0  # kopf's /healthz; 0 disables
