@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_process import free_port
 from confluent_kafka.admin import AdminClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,12 +110,6 @@ SINGLE_NODE = {
 
 # As the Helm chart runs the containers: no capabilities, no privilege escalation.
 RESTRICTED = ("--cap-drop", "ALL", "--security-opt", "no-new-privileges")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def overrides(settings: dict[str, str]) -> list[str]:

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from broker_process import free_port
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 CLI = [sys.executable, "-m", "odradek.broker.cli", "broker"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _fails_naming(args: list[str], key: str, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_process import free_port
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -52,12 +53,6 @@ OPERATOR_ENV = {
 }
 
 live_processes: list[Process] = []  # stopped at session end; logs shown on failure
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(
