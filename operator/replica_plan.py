@@ -28,31 +28,53 @@ def plan_scaling(
     layout = {tp: list(replicas) for tp, replicas in sorted(current.items())}
     load: Counter[int] = Counter({b: 0 for b in staying})
     leaders: Counter[int] = Counter({b: 0 for b in staying})
-    for replicas in layout.values():
+    # Each staying broker's replicas as (partition, position), insertion-ordered.
+    held: dict[int, dict[tuple[TopicPartition, int], None]] = {b: {} for b in staying}
+    for tp, replicas in layout.items():
         for i, b in enumerate(replicas):
             if b in load:
                 load[b] += 1
                 leaders[b] += i == 0
+                held[b][(tp, i)] = None
 
-    def move(replicas: list[int], i: int, to: int) -> None:
+    def move(tp: TopicPartition, i: int, to: int) -> None:
+        replicas = layout[tp]
         old = replicas[i]
         if old in load:
             load[old] -= 1
             leaders[old] -= i == 0
+            del held[old][(tp, i)]
         replicas[i] = to
         load[to] += 1
         leaders[to] += i == 0
+        held[to][(tp, i)] = None
+
+    def donor(to: int, lead: bool) -> tuple[TopicPartition, int] | None:
+        """The replica `to` takes: from the most loaded broker holding two more than `to`, a
+        leader when `to` needs leaders (and the donor has more), else a follower."""
+        for b in sorted(load, key=lambda c: (-load[c], c)):
+            if load[b] < load[to] + 2:
+                return None
+            want_leader = lead and leaders[b] > leaders[to]
+            fallback = None
+            for tp, i in held[b]:
+                if to in layout[tp]:
+                    continue
+                if (i == 0) == want_leader:
+                    return tp, i
+                fallback = fallback or (tp, i)
+            if fallback is not None:
+                return fallback
+        return None
 
     # Drain the brokers that go away.
-    for replicas in layout.values():
+    for tp, replicas in layout.items():
         for i, b in enumerate(replicas):
             if b in load:
                 continue
             free = [c for c in staying if c not in replicas]
             if free:  # else the replication factor exceeds the brokers left: leave it
-                move(
-                    replicas, i, min(free, key=lambda c: (load[c], leaders[c] if i == 0 else 0, c))
-                )
+                move(tp, i, min(free, key=lambda c: (load[c], leaders[c] if i == 0 else 0, c)))
 
     # Fill the new brokers up to a fair share, one replica at a time to the emptiest.
     total = sum(load.values())
@@ -63,35 +85,10 @@ def plan_scaling(
         to = min(hungry, key=lambda b: (load[b], b))
         if load[to] >= fair:
             break
-        donor_tp = _donor(layout, load, leaders, to, lead=leaders[to] < fair_leaders)
-        if donor_tp is None:
+        taken = donor(to, lead=leaders[to] < fair_leaders)
+        if taken is None:
             hungry.discard(to)
             continue
-        tp, i = donor_tp
-        move(layout[tp], i, to)
+        move(*taken, to)
 
     return {tp: r for tp, r in layout.items() if r != list(current[tp])}
-
-
-def _donor(
-    layout: Mapping[TopicPartition, list[int]],
-    load: Counter[int],
-    leaders: Counter[int],
-    to: int,
-    lead: bool,
-) -> tuple[TopicPartition, int] | None:
-    """The replica `to` should take: from the most loaded broker that has two more replicas
-    than `to`, a leader when `to` needs leaders (and the donor has more), else a follower."""
-    best: tuple[tuple[int, int, int], TopicPartition, int] | None = None
-    for tp, replicas in layout.items():
-        if to in replicas:
-            continue
-        for i, b in enumerate(replicas):
-            if b not in load or load[b] < load[to] + 2:
-                continue
-            is_leader = i == 0
-            fits = is_leader == (lead and leaders[b] > leaders[to])
-            rank = (load[b], fits, leaders[b] if is_leader else 0)
-            if best is None or rank > best[0]:
-                best = (rank, tp, i)
-    return None if best is None else (best[1], best[2])
