@@ -22,10 +22,11 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Any, NamedTuple
 
 from .properties import parse_properties
+from .protocol.config_types import ConfigSource, ConfigType
 
 log = logging.getLogger(__name__)
 
@@ -61,34 +62,6 @@ class ConfigError(ValueError):
 
 class UnknownConfigError(ConfigError):
     """A topic config name that no definition matches."""
-
-
-class ConfigType(IntEnum):
-    """Data types, numbered as DescribeConfigs' `config_type` field (v3+)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-class ConfigSource(IntEnum):
-    """Where a value comes from, numbered as DescribeConfigs' `config_source` field (v1+)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
 
 
 class Importance(Enum):

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ..protocol.acl_types import AclOperation, AclPatternType, AclPermissionType, AclResourceType
 from ..protocol.api_keys import ApiKey
+from ..protocol.config_types import ConfigSource, ConfigType
 from ..protocol.errors import ErrorCode, KafkaError
 from .cluster import (
     ZERO_UUID,
@@ -76,31 +77,6 @@ class ResourceType(IntEnum):
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
     GROUP = 32
-
-
-class ConfigSource(IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
-class ConfigType(IntEnum):
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
 
 
 class AlterConfigOpType(IntEnum):

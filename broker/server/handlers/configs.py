@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...cluster.topic_admin import AlterConfigOp, AlterOp, ResourceType
-from ...config import ConfigSource
 from ...protocol.acl_types import AclResourceType
 from ...protocol.api_keys import ApiKey
+from ...protocol.config_types import ConfigSource
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from .. import authz
