@@ -226,27 +226,30 @@ def test_wait_drained_follows_the_reassignment_moving_a_broker_away(cluster_fact
     """`odradek wait-drained`, the chart's preStop hook: a broker being scaled away waits
     while its replicas move; a broker that is only restarting goes after the settle time."""
     c = cluster_factory(3, NO_REBALANCE)
-    create_on(c, [1, 2])
-    out, err = wait_drained(c, 1, "--settle", "1").communicate(timeout=60)
+    # The partition moves from `gone` to `new`; `new` is paused below, so not the controller.
+    new = max(b for b in (1, 2, 3) if b != c.controller().broker_id)
+    gone, kept = (b for b in (1, 2, 3) if b != new)
+    create_on(c, [gone, kept])
+    out, err = wait_drained(c, gone, "--settle", "1").communicate(timeout=60)
     assert "no drain started" in out, err
 
     # A move whose new replica's broker is stopped (SIGSTOP) cannot finish: the hook gives up
     # at its timeout.
-    c[3].pause()
+    c[new].pause()
     try:
-        resp = reassign(c, [2, 3])
+        resp = reassign(c, [kept, new])
         assert resp["responses"][0]["partitions"][0]["error_code"] == 0, resp
-        hook = wait_drained(c, 1, "--settle", "1", "--timeout", "2")
+        hook = wait_drained(c, gone, "--settle", "1", "--timeout", "2")
         out, err = hook.communicate(timeout=60)
         assert hook.returncode == 1, (out, err)
         assert "1 partitions moving away" in out and "still has 1 partitions moving away" in err
-        hook = wait_drained(c, 1, "--settle", "1", "--timeout", "120")
+        hook = wait_drained(c, gone, "--settle", "1", "--timeout", "120")
         assert hook.stdout is not None
         assert "1 partitions moving away" in hook.stdout.readline()
     finally:
-        c[3].resume()
-    # With broker 3 back the move completes, and the hook reports the drain.
+        c[new].resume()
+    # With the new broker back the move completes, and the hook reports the drain.
     out, err = hook.communicate(timeout=180)
     assert hook.returncode == 0, err
-    assert out == "broker 1: drained\n"
-    assert assignment(c)["partitions"]["0"] == [2, 3]
+    assert out == f"broker {gone}: drained\n"
+    assert assignment(c)["partitions"]["0"] == [kept, new]
