@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import kopf
-from odradek.broker.client import AdminClient
+from odradek.broker.client import AdminClient, TopicPartition
 
 from . import metrics
 from .clusters import CLUSTER_LABEL, GROUP, resolve_bootstrap
@@ -120,7 +120,11 @@ class BrokerScalingHandlers:
             logger.info(f"waiting for {len(running)} partition reassignments to finish")
             return None
         topics = await admin.describe_topics()
-        current = {(t.name, p.partition): p.replicas for t in topics.values() for p in t.partitions}
+        current = {
+            TopicPartition(t.name, p.partition): p.replicas
+            for t in topics.values()
+            for p in t.partitions
+        }
         added = desired - known
         moves = await asyncio.to_thread(plan_scaling, current, desired, added)
         if moves:
@@ -137,9 +141,9 @@ class BrokerScalingHandlers:
             what.append(f"brokers {format_ids(removed)} removed")
         message = f"{' and '.join(what)}: {len(moves)} partitions reassigned"
         stranded = [
-            f"{topic}-{p}"
-            for (topic, p), replicas in current.items()
-            if not set(moves.get((topic, p), replicas)) <= desired
+            str(tp)
+            for tp, replicas in current.items()
+            if not set(moves.get(tp, replicas)) <= desired
         ]
         if stranded:  # more replicas than brokers left
             message += (

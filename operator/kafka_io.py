@@ -30,15 +30,15 @@ class Unreachable(Exception):
     """The cluster could not be asked (down, partitioned, or answering with retriable errors)."""
 
 
-# What a reconcile catches from the brokers; is_unreachable sorts it.
-BROKER_FAILURES = (Unreachable, KafkaError, OSError, asyncio.TimeoutError)
+# What a reconcile catches from the brokers (TimeoutError is an OSError); is_unreachable sorts it.
+BROKER_FAILURES = (Unreachable, KafkaError, OSError)
 
 
 def is_unreachable(exc: BaseException) -> bool:
     """Retry later (True) or report the refusal (False, a non-retriable Kafka error)."""
     if isinstance(exc, KafkaError):
         return exc.retriable
-    return isinstance(exc, (Unreachable, OSError, asyncio.TimeoutError))
+    return isinstance(exc, (Unreachable, OSError))
 
 
 @asynccontextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-TopicPartition = tuple[str, int]
+from odradek.broker.client import TopicPartition
 
 
 def plan_scaling(

@@ -896,8 +896,8 @@ class AdminClient:
     # -- partition reassignment (KIP-455) -----------------------------------------------
 
     async def alter_partition_reassignments(
-        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
-    ) -> dict[tuple[str, int], KafkaError | None]:
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
         """Move each (topic, partition) to its target replicas (None cancels its reassignment);
         returns each partition's error, None where the controller accepted it."""
         by_topic: dict[str, list[dict]] = {}
@@ -912,7 +912,7 @@ class AdminClient:
             "timeout_ms": self._timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
-        results: dict[tuple[str, int], KafkaError | None] = {}
+        results: dict[TopicPartition, KafkaError | None] = {}
 
         async def attempt() -> None:
             resp = await self._controller_request(
@@ -921,7 +921,7 @@ class AdminClient:
             for t in resp["responses"]:
                 for p in t["partitions"]:
                     where = f"partition {t['name']}-{p['partition_index']}"
-                    results[(t["name"], p["partition_index"])] = error_of(
+                    results[TopicPartition(t["name"], p["partition_index"])] = error_of(
                         p["error_code"], p.get("error_message"), where
                     )
 
@@ -930,8 +930,8 @@ class AdminClient:
         return results
 
     async def list_partition_reassignments(
-        self, partitions: Iterable[tuple[str, int]] | None = None
-    ) -> dict[tuple[str, int], PartitionReassignment]:
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
         """Reassignments in progress, of `partitions` or (None) of every topic."""
         topics: list[dict] | None = None
         if partitions is not None:
@@ -948,7 +948,7 @@ class AdminClient:
             what="ListPartitionReassignments",
         )
         return {
-            (t["name"], p["partition_index"]): PartitionReassignment(
+            TopicPartition(t["name"], p["partition_index"]): PartitionReassignment(
                 list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"])
             )
             for t in resp["topics"]

@@ -102,6 +102,11 @@ class BrokerMetrics:
         self._names = {int(k): k.name.title().replace("_", "") for k in ApiKey}
         self._server: Any = None
 
+    @property
+    def enabled(self) -> bool:
+        """Served, so worth recording: callers skip their own work (sizes) when not."""
+        return self._server is not None
+
     def record_request(self, api_key: int, version: int, elapsed_ms: float) -> None:
         if self._server is None:
             return  # nobody can scrape them: no work on the request path
@@ -110,15 +115,11 @@ class BrokerMetrics:
         self.total_time.labels(name).observe(elapsed_ms)
 
     def record_produce(self, topic: str, records: int, size: int) -> None:
-        if self._server is None:
-            return
         self.messages_in.labels(topic).inc(records)
         self.bytes_in.labels(topic).inc(size)
 
     def record_fetch(self, sizes: dict[str, int]) -> None:
         """Bytes a consumer fetch returned, per topic."""
-        if self._server is None:
-            return
         for topic, size in sizes.items():
             if size:
                 self.bytes_out.labels(topic).inc(size)

@@ -149,15 +149,17 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
 
     by_topic: dict[str, dict[str, Any]] = {}
     fetched: dict[str, int] = {}
+    metered = replica_id < 0 and broker.metrics.enabled  # replication is not counted
     for w, part in results:
-        if replica_id < 0 and part["records"] is not None:  # replication is not counted
+        if metered and part["records"] is not None:
             fetched[w.topic] = fetched.get(w.topic, 0) + records_size(part["records"])
         topic = by_topic.get(w.topic + str(w.topic_id))
         if topic is None:
             topic = {"topic": w.topic, "topic_id": w.topic_id, "partitions": []}
             by_topic[w.topic + str(w.topic_id)] = topic
         topic["partitions"].append(part)
-    broker.metrics.record_fetch(fetched)
+    if fetched:
+        broker.metrics.record_fetch(fetched)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

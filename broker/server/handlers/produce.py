@@ -18,6 +18,7 @@ from .registry import RequestContext, handles
 @handles(ApiKey.PRODUCE, "0-11")
 async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
     broker = ctx.broker
+    metered = broker.metrics.enabled  # sizes are worked out only for a served endpoint
     acks = req["acks"]
     responses = []
     # acks=all: appended partitions wait for the high watermark (reference §3.6).
@@ -80,7 +81,7 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 "error_message": outcome.message,
             }
             results.append(result)
-            if outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
+            if metered and outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
                 broker.metrics.record_produce(
                     name,
                     outcome.last_offset - outcome.base_offset + 1,
