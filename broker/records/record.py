@@ -332,6 +332,19 @@ def marker_coordinator_epoch(record: Record) -> int | None:
     return _MARKER_VALUE.unpack_from(record.value)[1]
 
 
+def end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of the ABORT/COMMIT marker batch at `pos`; None for an
+    empty control batch (compaction removed its record) or another control type."""
+    _, records = decode_batch(buf, pos, check_crc=False)
+    if not records:
+        return None
+    kind = control_type(records[0])
+    epoch = marker_coordinator_epoch(records[0])
+    if kind not in (ControlType.ABORT, ControlType.COMMIT) or epoch is None:
+        return None
+    return kind, epoch
+
+
 def build_control_batch(
     kind: int,
     *,

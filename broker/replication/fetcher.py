@@ -305,9 +305,10 @@ class ReplicaFetcher:
         data = whole_batches(part.get("records"), lg.log_end_offset)
         if len(data):
             buf = bytearray(data)
-            headers = [h for _, h in rb.iter_batches(buf, check_crc=True)]
+            for _ in rb.iter_batches(buf, check_crc=True):
+                pass
             lg.append(buf, assign_offsets=False)
-            p.producer_state.replay(headers)
+            p.producer_state.replay_buffer(buf)
         p.update_follower_hw(part["high_watermark"])
         leader_start = part.get("log_start_offset", -1)
         if lg.log_start_offset < leader_start <= lg.high_watermark:

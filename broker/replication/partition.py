@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..storage.log import Log
-from .producer_state import LogProducerState
+from .producer_state import AppendOrigin, LogProducerState
 
 UNKNOWN_OFFSET = -1
 
@@ -167,8 +167,15 @@ class Partition:
 
     # --- leader: appends, follower fetches, HW, ISR ------------------------------------------------
 
-    def append_as_leader(self, records: bytearray):  # -> storage AppendResult
-        pending = self.producer_state.prepare_leader_append(records)  # may raise KafkaError
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided and replicated (LSO)."""
+        return self.producer_state.last_stable_offset(self.log.high_watermark)
+
+    def append_as_leader(
+        self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT
+    ):  # -> storage AppendResult
+        pending = self.producer_state.prepare_leader_append(records, origin)  # may raise
         if pending.duplicate is not None:
             # A producer's retry of a batch already in the log: answer with the original offsets.
             return self.producer_state.duplicate_result(pending.duplicate)

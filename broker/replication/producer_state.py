@@ -1,4 +1,5 @@
-"""Per-partition producer state: how a partition leader recognises retried idempotent batches.
+"""Per-partition producer state: how a partition leader recognises retried idempotent batches
+and follows the transactions written to it.
 
 For every producer id that wrote to the partition the leader remembers its epoch and the
 metadata of its last five batches (first/last sequence, last offset). A client append is
@@ -11,6 +12,12 @@ checked against it batch by batch, on headers only:
   one (sequences wrap from 2^31-1 to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the
   partition knows nothing about (new, or expired) may start at any sequence, as in Kafka since
   KIP-360, so UNKNOWN_PRODUCER_ID is never answered.
+
+Transactions: a producer's first transactional batch opens its transaction at that offset; the
+COMMIT/ABORT marker the coordinator writes (WriteTxnMarkers) closes it, after checks of the
+producer epoch (INVALID_PRODUCER_EPOCH) and coordinator epoch (TRANSACTION_COORDINATOR_FENCED).
+Open transactions, and closed ones whose marker is not yet below the high watermark, hold the
+last stable offset back; each aborted one is written to the log's .txnindex.
 
 The state survives restarts the way Kafka's does: `<offset>.snapshot` files in the partition
 directory (Kafka's format, below) written when the log rolls and when it closes, and on load the
@@ -33,14 +40,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records import batch as rb
 from ..records.batch import BatchHeader
+from ..records.record import ControlType, end_txn_marker
 from ..storage.log import AppendResult, Log
+from ..storage.segment import LogSegment
+from ..storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -176,15 +188,39 @@ class ProducerStateEntry:
         return None
 
 
+class AppendOrigin(Enum):
+    """Who appends: a producer (every check), a coordinator (its own offsets and the markers:
+    no sequence or duplicate checks), or replication (no checks, the leader made them)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker at `last_offset`."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+# (control type, coordinator epoch) of an ABORT/COMMIT marker batch.
+Marker = tuple[int, int]
+
+
 @dataclass
 class PendingAppend:
-    """What a validated client append will do to the producer state once it is in the log.
+    """What a validated append will do to the producer state once it is in the log.
 
     `duplicate` set: the append is a retry of that batch and must not be written.
     """
 
     updates: dict[int, ProducerStateEntry] = field(default_factory=dict)
     duplicate: BatchMetadata | None = None
+    started: list[tuple[int, int]] = field(default_factory=list)  # (first offset, producer id)
+    completed: list[CompletedTxn] = field(default_factory=list)
 
 
 class CorruptSnapshot(Exception):
@@ -268,7 +304,13 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: b
 
 
 class ProducerStateManager:
-    """The producer state of one partition, with its snapshots in `directory`."""
+    """The producer state of one partition, with its snapshots in `directory`.
+
+    Beside each producer's epoch and last batches it tracks transactions: those open in the
+    partition (by first offset), and those whose marker is not yet below the high watermark;
+    the first offset of either bounds the last stable offset. Each transaction an ABORT
+    marker ends is handed to `on_aborted` (the log's .txnindex) with the LSO after it.
+    """
 
     def __init__(
         self,
@@ -277,62 +319,120 @@ class ProducerStateManager:
         expiration_ms: int = DEFAULT_EXPIRATION_MS,
         expiration_check_interval_ms: int = DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
         clock: Callable[[], int] = now_ms,
+        on_aborted: Callable[[AbortedTxn], None] | None = None,
     ) -> None:
         self.directory = directory
         self.expiration_ms = expiration_ms
         self.expiration_check_interval_ms = expiration_check_interval_ms
         self.clock = clock
+        self.on_aborted = on_aborted
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Open transactions: first offset -> producer id.
+        self.ongoing: dict[int, int] = {}
+        # Ended transactions whose marker may be above the HW: first offset -> last offset.
+        self.unreplicated: dict[int, int] = {}
         # The state reflects the log up to (not including) this offset.
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
         self._next_expiration_check = clock() + expiration_check_interval_ms
 
-    # -- client appends (leader) ---------------------------------------------------------------
+    # -- appends -------------------------------------------------------------------------------
 
     def prepare_append(
-        self, buf: bytes | bytearray | memoryview, first_offset: int
+        self,
+        buf: bytes | bytearray | memoryview,
+        first_offset: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> PendingAppend:
-        """Check a client append of validated batches that will start at `first_offset`.
+        """Check an append of validated batches that will start at `first_offset`.
 
-        Raises KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER); changes
-        nothing until `complete_append`.
+        Raises KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED); changes nothing until
+        `complete_append`.
         """
         now = self.clock()
         if now >= self._next_expiration_check:
             self.remove_expired(now)
         pending = PendingAppend()
         offset = first_offset
-        for _, header in _headers(buf):
-            if header.producer_id >= 0 and not header.is_control:
-                pid = header.producer_id
-                current = self.producers.get(pid)
-                last_seq = last_sequence(header)
-                if current is not None:
-                    duplicate = current.find_duplicate(
-                        header.producer_epoch, header.base_sequence, last_seq
-                    )
-                    if duplicate is not None:
-                        return PendingAppend(duplicate=duplicate)
-                work = pending.updates.get(pid)
-                if work is None:
-                    work = (
-                        current.same_epoch_no_batches()
-                        if current is not None
-                        else ProducerStateEntry(pid)
-                    )
-                    pending.updates[pid] = work
-                _check_batch(current, work, header, offset)
-                last_offset = offset + header.last_offset_delta
-                work.add_batch(
-                    header.producer_epoch,
-                    last_seq,
-                    last_offset,
-                    header.last_offset_delta,
-                    header.max_timestamp,
-                )
+        for pos, header in _headers(buf):
+            if header.producer_id >= 0:
+                marker = end_txn_marker(buf, pos) if header.is_control else None
+                if origin is AppendOrigin.CLIENT and not header.is_control:
+                    current = self.producers.get(header.producer_id)
+                    if current is not None:
+                        duplicate = current.find_duplicate(
+                            header.producer_epoch, header.base_sequence, last_sequence(header)
+                        )
+                        if duplicate is not None:
+                            return PendingAppend(duplicate=duplicate)
+                self._apply(pending, header, offset, marker, origin)
             offset += header.last_offset_delta + 1
         return pending
+
+    def _apply(
+        self,
+        pending: PendingAppend,
+        header: BatchHeader,
+        offset: int,
+        marker: Marker | None,
+        origin: AppendOrigin,
+    ) -> None:
+        """One batch of producer `header.producer_id`, whose base offset is `offset`."""
+        pid = header.producer_id
+        current = self.producers.get(pid)
+        work = pending.updates.get(pid)
+        if work is None:
+            work = (
+                current.same_epoch_no_batches() if current is not None else ProducerStateEntry(pid)
+            )
+            pending.updates[pid] = work
+        checked = origin is not AppendOrigin.REPLICATION
+        if header.is_control:
+            if marker is None:
+                return  # an empty control batch: its transaction was cleaned away
+            kind, coordinator_epoch = marker
+            if header.producer_epoch < work.epoch and checked:
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"marker of producer {pid} at offset {offset} has epoch "
+                    f"{header.producer_epoch}, older than the last seen epoch {work.epoch}",
+                )
+            if work.coordinator_epoch > coordinator_epoch and checked:
+                raise KafkaError(
+                    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                    f"marker of producer {pid} at offset {offset} from coordinator epoch "
+                    f"{coordinator_epoch}, older than {work.coordinator_epoch}",
+                )
+            if work.current_txn_first_offset >= 0:
+                pending.completed.append(
+                    CompletedTxn(
+                        pid, work.current_txn_first_offset, offset, kind == ControlType.ABORT
+                    )
+                )
+            work.maybe_update_epoch(header.producer_epoch)
+            work.coordinator_epoch = coordinator_epoch
+            work.current_txn_first_offset = -1
+            work.last_timestamp = header.max_timestamp
+            return
+        if checked:
+            _check_batch(current, work, header, offset, sequences=origin is AppendOrigin.CLIENT)
+        if work.current_txn_first_offset >= 0 and not header.is_transactional and checked:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"non-transactional batch from producer {pid} at offset {offset} while its "
+                f"transaction from offset {work.current_txn_first_offset} is open",
+            )
+        work.add_batch(
+            header.producer_epoch,
+            last_sequence(header),
+            offset + header.last_offset_delta,
+            header.last_offset_delta,
+            header.max_timestamp,
+        )
+        if header.is_transactional and work.current_txn_first_offset < 0:
+            work.current_txn_first_offset = offset
+            pending.started.append((offset, pid))
 
     def complete_append(self, pending: PendingAppend, end_offset: int) -> None:
         """The append is in the log, which now ends at `end_offset`."""
@@ -342,30 +442,61 @@ class ProducerStateManager:
                 self.producers[pid] = update
             else:
                 current.update(update)
+        for first, pid in pending.started:
+            self.ongoing[first] = pid
+        for txn in pending.completed:
+            if txn.aborted and self.on_aborted is not None:
+                lso = self._stable_offset_after(txn)
+                self.on_aborted(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+            self.ongoing.pop(txn.first_offset, None)
+            self.unreplicated[txn.first_offset] = txn.last_offset
         self.map_end_offset = end_offset
 
-    # -- replay (loading, or appends that need no validation) ----------------------------------
+    # -- replay (loading, followers) -----------------------------------------------------------
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Apply batches already in the log, without checks (Kafka's replication origin)."""
-        for header in headers:
-            pid = header.producer_id
-            if pid >= 0:
-                entry = self.producers.get(pid)
-                if entry is None:
-                    entry = self.producers[pid] = ProducerStateEntry(pid)
-                if header.is_control:
-                    entry.maybe_update_epoch(header.producer_epoch)
-                    entry.last_timestamp = header.max_timestamp
-                else:
-                    entry.add_batch(
-                        header.producer_epoch,
-                        last_sequence(header),
-                        header.last_offset,
-                        header.last_offset_delta,
-                        header.max_timestamp,
-                    )
-            self.map_end_offset = header.last_offset + 1
+    def replay(self, batches: Iterable[tuple[BatchHeader, Marker | None]]) -> None:
+        """Apply batches already in the log, without checks (Kafka's replication origin), one
+        at a time so that each aborted transaction is indexed with the LSO of its time."""
+        for header, marker in batches:
+            if header.producer_id >= 0:
+                pending = PendingAppend()
+                self._apply(pending, header, header.base_offset, marker, AppendOrigin.REPLICATION)
+                self.complete_append(pending, header.last_offset + 1)
+            else:
+                self.map_end_offset = header.last_offset + 1
+
+    def replay_buffer(self, buf: bytes | bytearray | memoryview) -> None:
+        """`replay` the (CRC-checked) batches of a follower's fetched data."""
+        self.replay(
+            (h, end_txn_marker(buf, pos) if h.is_control and h.producer_id >= 0 else None)
+            for pos, h in _headers(buf)
+        )
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def _stable_offset_after(self, txn: CompletedTxn) -> int:
+        """The LSO once `txn` ends: the first open transaction of another producer, else just
+        past its marker (recorded with an aborted transaction in the .txnindex)."""
+        others = [first for first, pid in self.ongoing.items() if pid != txn.producer_id]
+        return min(others) if others else txn.last_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """First offset of the earliest transaction that is open or whose marker is not yet
+        below `high_watermark`; None when every transaction is decided and replicated."""
+        if self.unreplicated:
+            done = [first for first, last in self.unreplicated.items() if last < high_watermark]
+            for first in done:
+                del self.unreplicated[first]
+        firsts = [*self.ongoing, *self.unreplicated]
+        return min(firsts) if firsts else None
+
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing = {
+            e.current_txn_first_offset: pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset >= 0
+        }
+        self.unreplicated = {}
 
     # -- expiration ------------------------------------------------------------------------------
 
@@ -403,20 +534,26 @@ class ProducerStateManager:
             if off < offset:
                 snapshot_path(self.directory, off).unlink(missing_ok=True)
 
-    def load(self, log_start_offset: int, log_end_offset: int) -> None:
-        """Start from the newest valid snapshot within the log; drop the ones outside it.
+    def load(
+        self, log_start_offset: int, log_end_offset: int, *, at_most: int | None = None
+    ) -> None:
+        """Start from the newest valid snapshot within the log (and at or below `at_most`);
+        drop the ones outside it.
 
         The caller replays the log from `map_end_offset` to `log_end_offset` afterwards.
         """
         self.producers = {}
+        self.ongoing = {}
+        self.unreplicated = {}
         self.map_end_offset = self.last_snapshot_offset = log_start_offset
         if self.directory is None:
             return
         offsets = list_snapshots(self.directory)
+        limit = log_end_offset if at_most is None else min(at_most, log_end_offset)
         for off in offsets:
-            if off > log_end_offset or off <= log_start_offset:
+            if off > limit or off <= log_start_offset:
                 snapshot_path(self.directory, off).unlink(missing_ok=True)
-        offsets = [o for o in offsets if log_start_offset < o <= log_end_offset]
+        offsets = [o for o in offsets if log_start_offset < o <= limit]
         now = self.clock()
         while offsets:
             off = offsets.pop()
@@ -428,6 +565,7 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now)}
+            self._rebuild_ongoing()
             self.map_end_offset = self.last_snapshot_offset = off
             return
 
@@ -441,8 +579,10 @@ def _check_batch(
     work: ProducerStateEntry,
     header: BatchHeader,
     offset: int,
+    *,
+    sequences: bool = True,
 ) -> None:
-    """Kafka's epoch and sequence rules for one client batch (ProducerAppendInfo)."""
+    """Kafka's epoch and (for client appends) sequence rules for one batch (ProducerAppendInfo)."""
     pid, epoch, first_seq = header.producer_id, header.producer_epoch, header.base_sequence
     if epoch < work.epoch:
         raise KafkaError(
@@ -450,6 +590,8 @@ def _check_batch(
             f"epoch {epoch} of producer {pid} at offset {offset} is older than the last seen "
             f"epoch {work.epoch}",
         )
+    if not sequences:
+        return
     if epoch != work.epoch:
         if first_seq != 0 and work.epoch != NO_PRODUCER_EPOCH:
             raise KafkaError(
@@ -477,25 +619,39 @@ def _check_batch(
 
 
 class LogProducerState(ProducerStateManager):
-    """The producer state of a storage Log: loaded from it, snapshotted when it rolls or closes."""
+    """The producer state of a storage Log: loaded from it, snapshotted when it rolls or closes,
+    writing the log's aborted-transaction index."""
 
     def __init__(self, log: Log, **kwargs) -> None:
-        super().__init__(log.dir, **kwargs)
+        super().__init__(log.dir, on_aborted=log.append_aborted_txn, **kwargs)
         self.log = log
         self.reload()
         log.on_roll = self._on_roll
         log.on_close = self._on_close
 
     def reload(self) -> None:
+        """Rebuild from the newest snapshot and the log after it. After a crash the replay
+        starts at or before the first recovered segment, whose .txnindex it writes again."""
         log = self.log
         self.directory = log.dir
-        self.load(log.log_start_offset, log.log_end_offset)
+        self.on_aborted = log.append_aborted_txn
+        self.load(log.log_start_offset, log.log_end_offset, at_most=log.recovered_from)
         if self.map_end_offset < log.log_end_offset:
-            self.replay(h for _, h in iter_log_headers(log, self.map_end_offset))
+            self.replay(iter_log_batches(log, self.map_end_offset))
         self.map_end_offset = log.log_end_offset
+        log.recovered_from = None
 
-    def prepare_leader_append(self, buf: bytes | bytearray | memoryview) -> PendingAppend:
-        return self.prepare_append(buf, self.log.log_end_offset)
+    def prepare_leader_append(
+        self, buf: bytes | bytearray | memoryview, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> PendingAppend:
+        return self.prepare_append(buf, self.log.log_end_offset, origin)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(HW, first unstable offset): what read_committed consumers may read up to."""
+        first = self.first_unstable_offset(high_watermark)
+        if first is None:
+            return high_watermark
+        return max(min(first, high_watermark), self.log.log_start_offset)
 
     def duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         """What the append of a retried batch answers: the original batch's offsets."""
@@ -527,8 +683,9 @@ class LogProducerState(ProducerStateManager):
             logger.warning("%s: producer snapshot on close failed: %s", self.log.dir, exc)
 
 
-def iter_log_headers(log: Log, start_offset: int) -> Iterator[tuple[int, BatchHeader]]:
-    """(segment base, header) of every batch in `log` whose last offset is >= `start_offset`."""
+def iter_log_headers(log: Log, start_offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+    """(segment, position, header) of every batch in `log` whose last offset is >=
+    `start_offset`."""
     segments = log.segments
     for i, seg in enumerate(segments):
         if seg.size == 0 or (i + 1 < len(segments) and segments[i + 1].base_offset <= start_offset):
@@ -536,6 +693,16 @@ def iter_log_headers(log: Log, start_offset: int) -> Iterator[tuple[int, BatchHe
         found = seg.translate_offset(start_offset)
         if found is None:
             continue
-        for _, header in seg.iter_headers(found[0]):
+        for pos, header in seg.iter_headers(found[0]):
             if header.last_offset >= start_offset:
-                yield seg.base_offset, header
+                yield seg, pos, header
+
+
+def iter_log_batches(log: Log, start_offset: int) -> Iterator[tuple[BatchHeader, Marker | None]]:
+    """What `replay` takes from the log: headers, and the marker of each control batch (the
+    only records read)."""
+    for seg, pos, header in iter_log_headers(log, start_offset):
+        marker = None
+        if header.is_control and header.producer_id >= 0:
+            marker = end_txn_marker(seg.read_bytes(pos, header.size))
+        yield header, marker

@@ -38,6 +38,7 @@ from ..storage.log_manager import LogManager
 from ..wait_time import waiting
 from .fetcher import FetcherSettings, ReplicaFetcher
 from .partition import Partition, PartitionState, now_ms
+from .producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -427,8 +428,15 @@ class ReplicaManager:
     # --- produce --------------------------------------------------------------------------
 
     def append(
-        self, partition: Partition, records: memoryview | None, produce_version: int, acks: int
+        self,
+        partition: Partition,
+        records: memoryview | None,
+        produce_version: int,
+        acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendOutcome:
+        """Append a producer's data (validated first), or a coordinator's own batches (offset
+        commits, transaction state, transaction markers: taken as they are)."""
         config = partition.log.config
         if acks == -1 and len(partition.state.isr) < partition.effective_min_isr:
             return AppendOutcome(
@@ -438,6 +446,13 @@ class ReplicaManager:
         try:
             if records is None:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "produce request without records")
+            if origin is AppendOrigin.COORDINATOR:
+                result = partition.append_as_leader(bytearray(records), origin)
+                return AppendOutcome(
+                    base_offset=result.first_offset,
+                    log_start_offset=result.log_start_offset,
+                    last_offset=result.last_offset,
+                )
             data = validate_for_append(
                 records,
                 produce_version=produce_version,

@@ -42,6 +42,7 @@ from .segment import (
     BatchAppend,
     LogSegment,
 )
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 
 
@@ -109,6 +110,9 @@ class Log:
         # on_roll(new segment base offset) after each roll, on_close() once before closing.
         self.on_roll: Callable[[int], None] | None = None
         self.on_close: Callable[[], None] | None = None
+        # Base offset of the first segment recovery rebuilt (its .txnindex included), or None:
+        # the producer state replays the log from there to write the aborted transactions again.
+        self.recovered_from: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.last_flush_ms = self.clock()
@@ -151,6 +155,8 @@ class Log:
 
         if not clean:
             self._recover_after(recovery_point, recovered)
+        if recovered:
+            self.recovered_from = min(recovered)
 
         if not self._segments:
             self._add_segment(LogSegment(self.dir, log_start_offset, self.config, now_ms=now))
@@ -165,6 +171,8 @@ class Log:
                 )
                 active.recover(self.config)
                 self._leo = active.read_next_offset()
+                base = active.base_offset
+                self.recovered_from = min(self.recovered_from, base) if recovered else base
         active.make_active(self.config)
 
         self._log_start = max(log_start_offset, self._segments[0].base_offset)
@@ -382,7 +390,7 @@ class Log:
         else:
             active.on_become_inactive()
             self._flush_pending_to = max(self._flush_pending_to, new_base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX):
             stale = self.dir / f"{new_base:020d}{suffix}"
             if stale.exists():
                 logger.warning("%s: deleting stale file %s before rolling", self.dir, stale.name)
@@ -407,6 +415,29 @@ class Log:
         (but the first one whole when `min_one_batch`), none reaching `max_offset` (the high
         watermark for consumers). None when there is nothing to return.
         """
+        found = self._read(offset, max_bytes, max_offset, min_one_batch)
+        return None if found is None else found[1]
+
+    def read_committed(
+        self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool = True
+    ) -> tuple[FileSlice | None, list[AbortedTxn]]:
+        """`read` up to `max_offset` (the last stable offset), with the aborted transactions
+        overlapping the returned batches (a read_committed consumer skips their records)."""
+        found = self._read(offset, max_bytes, max_offset, min_one_batch)
+        if found is None:
+            return None, []
+        i, region = found
+        seg = self._segments[i]
+        end = region.position + region.size
+        if end < seg.size:
+            upper = seg.header_at(end).base_offset
+        else:
+            upper = self._bases[i + 1] if i + 1 < len(self._bases) else self._leo
+        return region, self.collect_aborted(offset, upper, start_segment=i)
+
+    def _read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[int, FileSlice] | None:
         leo = self._leo
         if offset < self._log_start or offset > leo:
             raise OffsetOutOfRange(
@@ -426,11 +457,50 @@ class Log:
                     max_position = found[0]
             result = seg.read(offset, max_bytes, max_position, min_one_batch)
             if result is not None:
-                return result if result.size else None
+                return (i, result) if result.size else None
             if limit <= next_base:
                 return None
             i += 1
         return None
+
+    # -- aborted transactions ------------------------------------------------------------------
+
+    def collect_aborted(
+        self, fetch_offset: int, upper_bound: int, *, start_segment: int | None = None
+    ) -> list[AbortedTxn]:
+        """Aborted transactions with their marker at/after `fetch_offset` and their first
+        offset below `upper_bound`, from the segment holding `fetch_offset` onwards."""
+        i = start_segment
+        if i is None:
+            i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        out: list[AbortedTxn] = []
+        for seg in self._segments[i:]:
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its ABORT marker (once)."""
+        i = bisect.bisect_right(self._bases, txn.last_offset) - 1
+        if i >= 0:
+            try:
+                self._segments[i].txn_index.append(txn)
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.dir.name}: writing .txnindex failed: {exc}"
+                ) from exc
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Every indexed aborted transaction whose ABORT marker lies in [start, end): what a
+        log cleaner needs to drop aborted records and their markers."""
+        return [
+            t
+            for seg in self._segments
+            for t in seg.txn_index.entries
+            if start <= t.last_offset < end
+        ]
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose timestamp is >= `timestamp`, or a special one

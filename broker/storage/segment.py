@@ -20,6 +20,7 @@ from .errors import CorruptIndex
 from .file_slice import FileSlice
 from .index import OffsetIndex, TimeIndex
 from .log_config import INT_MAX, LogConfig
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class LogSegment:
             config.segment_index_bytes,
             active=active,
         )
+        self.txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX), base_offset)
         self.index_interval_bytes = config.index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.created_ms = now_ms
@@ -257,6 +259,8 @@ class LogSegment:
         """
         self.offset_index.reset(config.segment_index_bytes)
         self.time_index.reset(config.segment_index_bytes)
+        # Rebuilt by the replay of the producer state over this segment (the layer above).
+        self.txn_index.reset()
         self.index_interval_bytes = config.index_interval_bytes
         valid = 0
         last_index_pos = 0
@@ -340,6 +344,7 @@ class LogSegment:
                 raise CorruptIndex(f"{ti.path}: entries outside the segment")
             if ti.entries > 1 and last_off < first_off:
                 raise CorruptIndex(f"{ti.path}: entries not increasing")
+        self.txn_index.sanity_check()
 
     def truncate_to(self, offset: int, config: LogConfig, now_ms: int) -> int:
         """Drop the batch holding `offset` and everything after it; returns bytes removed."""
@@ -350,6 +355,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self._fd, position)
         removed = self.size - position
         self.size = position
@@ -379,6 +385,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -393,7 +400,7 @@ class LogSegment:
     # -- deletion ------------------------------------------------------------------------------
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_to_deleted(self) -> None:
         """Mark the files for deletion; the fd stays open so in-flight slices remain valid."""
@@ -404,11 +411,13 @@ class LogSegment:
             if index.active:
                 index.trim()
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        txn = self.txn_index
+        txn.rename(txn.path.with_name(txn.path.name + DELETED_SUFFIX))
 
     def move_to(self, directory: Path) -> None:
         """Follow a rename of the partition directory (paths only; fds are unaffected)."""
         self.log_path = Path(directory) / self.log_path.name
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.path = Path(directory) / index.path.name
 
     def delete_files(self) -> None:

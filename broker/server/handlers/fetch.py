@@ -279,7 +279,7 @@ def _read_all(
         log = partition.log
         hw = partition.high_watermark
         part["high_watermark"] = hw
-        part["last_stable_offset"] = hw
+        part["last_stable_offset"] = partition.last_stable_offset
         part["log_start_offset"] = log.log_start_offset
         if replica_id >= 0:
             try:
@@ -298,16 +298,29 @@ def _read_all(
                 continue
             rm.record_follower_fetch(partition, replica_id, w.fetch_offset, w.log_start_offset)
             part["high_watermark"] = partition.high_watermark
+            part["last_stable_offset"] = partition.last_stable_offset
         limit = min(w.max_bytes, remaining)
         if limit <= 0 and not min_one:
             continue
         try:
-            region = log.read(
-                w.fetch_offset,
-                max(limit, 0),
-                max_offset=None if replica_id >= 0 else hw,
-                min_one_batch=min_one,
-            )
+            if read_committed and replica_id < 0:
+                # Up to the LSO, with the aborted transactions the consumer must skip.
+                region, aborted = log.read_committed(
+                    w.fetch_offset,
+                    max(limit, 0),
+                    max_offset=part["last_stable_offset"],
+                    min_one_batch=min_one,
+                )
+                part["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+                ]
+            else:
+                region = log.read(
+                    w.fetch_offset,
+                    max(limit, 0),
+                    max_offset=None if replica_id >= 0 else hw,
+                    min_one_batch=min_one,
+                )
         except KafkaError as e:
             part["error_code"] = e.code
             any_error = True

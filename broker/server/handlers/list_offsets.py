@@ -1,4 +1,8 @@
-"""ListOffsets (key 2): offsets by timestamp, and the special earliest/latest/max lookups."""
+"""ListOffsets (key 2): offsets by timestamp, and the special earliest/latest/max lookups.
+
+What a consumer may fetch bounds the answers: the high watermark, or under read_committed the
+last stable offset.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,14 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
 @handles(ApiKey.LIST_OFFSETS, "0-9")
 async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
+    # read_committed (v2+) sees up to the last stable offset, read_uncommitted up to the HW.
+    committed = req.get("isolation_level", 0) == READ_COMMITTED
     topics = []
     described = authz.authorized_names(
         ctx, Op.DESCRIBE, RT.TOPIC, (t["name"] for t in req["topics"])
@@ -38,7 +45,7 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
                     p["partition_index"],
                     broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
                 )
-                offset, timestamp, epoch = _lookup(partition, p["timestamp"])
+                offset, timestamp, epoch = _lookup(partition, p["timestamp"], committed)
             except KafkaError as e:
                 result["error_code"] = e.code
                 result["old_style_offsets"] = []
@@ -54,10 +61,11 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
+def _lookup(partition: Any, timestamp: int, committed: bool) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one request; offset -1 when no record qualifies."""
+    fetchable = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == LATEST:
-        return partition.high_watermark, -1, partition.state.leader_epoch
+        return fetchable, -1, partition.state.leader_epoch
     if timestamp == LATEST_TIERED:
         return -1, -1, -1
     if timestamp < 0 and timestamp not in (EARLIEST, EARLIEST_LOCAL, MAX_TIMESTAMP):
@@ -66,7 +74,7 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
     if (
         found is None
         or (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
-        and (found.offset >= partition.high_watermark)
+        and (found.offset >= fetchable)
     ):
         return -1, -1, -1
     return found.offset, found.timestamp, found.leader_epoch
