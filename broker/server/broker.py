@@ -33,8 +33,14 @@ from ..cluster.metadata_store import MetadataStore, run_blocking
 from ..cluster.topic_admin import TopicAdmin
 from ..config import BrokerConfig, Endpoint
 from ..coordinator.group import OFFSETS_TOPIC, GroupCoordinator, GroupCoordinatorConfig
+from ..coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionCoordinator,
+)
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
+from ..replication.producer_ids import ProducerIdManager
 from ..replication.replica_manager import ReplicaManager
 from ..security.service import SecurityService
 from ..storage.checkpoint import META_PROPERTIES, read_properties
@@ -48,6 +54,7 @@ from .inter_broker import inter_broker_security
 from .metrics import BrokerMetrics
 from .network import Connection, Listener, SocketServer
 from .tls import server_context
+from .txn_markers import MarkerSender
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +99,20 @@ class Broker(BrokerControl):
             self.replica_manager,
             GroupCoordinatorConfig.from_broker_config(config),
             partition_count=lambda: self.metadata_cache.partition_count(OFFSETS_TOPIC),
+        )
+        # Producer ids come from blocks claimed in the metadata store (idempotent producers
+        # get one from any broker, transactional ones from their coordinator).
+        self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
+        # Transaction coordinator: serves the transactional ids of the __transaction_state
+        # partitions led here; its markers go out through the marker sender.
+        self.txn_markers = MarkerSender(self)
+        self.txn_coordinator = TransactionCoordinator(
+            self.replica_manager,
+            TransactionConfig.from_broker_config(config),
+            self.producer_ids,
+            send_markers=self.txn_markers.send,
+            leader_of=self.txn_markers.leader_of,
+            partition_count=lambda: self.metadata_cache.partition_count(TRANSACTION_STATE_TOPIC),
         )
         self.server = SocketServer(
             [_listener(config, e) for e in config.listeners],
@@ -191,6 +212,7 @@ class Broker(BrokerControl):
         self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
         await self.group_coordinator.start()
+        await self.txn_coordinator.start()
         self.security = SecurityService(self.zk, config.get_raw, executor=self.executor)
         await self.security.start()
         await self.server.start()
@@ -229,6 +251,10 @@ class Broker(BrokerControl):
 
     async def _io(self, fn: Any, *args: Any) -> Any:
         return await run_blocking(self.executor, fn, *args)
+
+    async def _allocate_producer_ids(self) -> Any:
+        assert self.zk is not None
+        return await self._io(self.zk.allocate_producer_id_block, self.broker_id)
 
     def _channel_for(self, registration: zk.BrokerRegistration) -> BrokerControl:
         if registration.id == self.broker_id:
@@ -407,6 +433,8 @@ class Broker(BrokerControl):
         await self.server.stop()
         self.metrics.stop()
         await self.group_coordinator.shutdown()
+        await self.txn_coordinator.shutdown()
+        await self.txn_markers.close()
         if self.controller is not None:
             await self.controller.shutdown()
         if self.config_changes is not None:
@@ -428,7 +456,7 @@ class Broker(BrokerControl):
                     self.zk.get_entity_config, "topics", p.topic
                 )
         errors = self.replica_manager.leader_and_isr(request)
-        self._group_coordinator_leadership(request, errors)
+        self._coordinator_leadership(request, errors)
         return errors
 
     async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
@@ -436,6 +464,8 @@ class Broker(BrokerControl):
         for p in request.partitions:
             if p.topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_resigned(p.partition)
+            elif p.topic == TRANSACTION_STATE_TOPIC:
+                self.txn_coordinator.on_resigned(p.partition)
         for p in request.partitions:
             if p.delete:
                 self._topic_overrides.pop(p.topic, None)
@@ -456,18 +486,23 @@ class Broker(BrokerControl):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ready.wait(), timeout)
 
-    # --- group coordinator: follows the leadership of __consumer_offsets partitions ----------
+    # --- coordinators: follow the leadership of their internal topics' partitions ----------
 
-    def _group_coordinator_leadership(
+    def _coordinator_leadership(
         self, request: LeaderAndIsrRequest, errors: PartitionErrors
     ) -> None:
+        coordinators: dict[str, GroupCoordinator | TransactionCoordinator] = {
+            OFFSETS_TOPIC: self.group_coordinator,
+            TRANSACTION_STATE_TOPIC: self.txn_coordinator,
+        }
         for p in request.partitions:
-            if p.topic != OFFSETS_TOPIC:
+            coordinator = coordinators.get(p.topic)
+            if coordinator is None:
                 continue
             if p.leader == self.broker_id and errors.partitions.get((p.topic, p.partition)) in (
                 None,
                 ErrorCode.NONE,
             ):
-                self.group_coordinator.on_elected(p.partition, p.leader_epoch)
+                coordinator.on_elected(p.partition, p.leader_epoch)
             else:
-                self.group_coordinator.on_resigned(p.partition)
+                coordinator.on_resigned(p.partition)

@@ -152,11 +152,20 @@ def test_init_producer_id_for_a_transactional_id(broker) -> None:
         )
         assert too_long["error_code"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         if is_odradek(broker):
-            # No transaction coordinator yet: Kafka's answer from a broker that is not the
-            # coordinator of the id.
-            response = wire.init_producer_id(4, transactional_id="txn")
-            assert response["error_code"] == ErrorCode.NOT_COORDINATOR
-            assert response["producer_id"] == -1
+            # One broker coordinates every transactional id once __transaction_state exists;
+            # each InitProducerId bumps the id's epoch (fencing the producer before).
+            found = wire.call(ApiKey.FIND_COORDINATOR, 1, {"key": "txn", "key_type": 1})
+            assert found["error_code"] == ErrorCode.NONE
+            deadline = time.monotonic() + 30
+            while (first := wire.init_producer_id(4, transactional_id="txn"))[
+                "error_code"
+            ] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert first["error_code"] == ErrorCode.NONE
+            again = wire.init_producer_id(4, transactional_id="txn")
+            assert again["producer_id"] == first["producer_id"]
+            assert again["producer_epoch"] == first["producer_epoch"] + 1
 
 
 # --- the rules over the wire ----------------------------------------------------------------

@@ -18,8 +18,9 @@ from odradek.broker.coordinator.group import GroupCoordinator, GroupCoordinatorC
 from odradek.broker.coordinator.group import formats as fmt
 from odradek.broker.coordinator.group.metadata import JoinRequest, OffsetAndMetadata
 from odradek.broker.protocol.errors import ErrorCode as E
-from odradek.broker.records.record import decode_all
+from odradek.broker.records.record import ControlType, build_control_batch, decode_all
 from odradek.broker.replication.partition import PartitionState
+from odradek.broker.replication.producer_state import AppendOrigin
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.storage import LogConfig, LogManager
 
@@ -600,3 +601,49 @@ def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: P
         assert len(leader.members) == 3
 
     run(tmp_path, body, initial_rebalance_delay_ms=1000)
+
+
+def test_transactional_offsets_wait_for_the_marker(tmp_path: Path) -> None:
+    """TxnOffsetCommit: pending (UNSTABLE_OFFSET_COMMIT for require_stable) until the producer's
+    COMMIT marker is written; dropped on ABORT; still pending after a reload of the log."""
+
+    def end(h: Harness, pid: int, commit: bool, epoch: int = 0) -> None:
+        marker = build_control_batch(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id=pid, producer_epoch=epoch, coordinator_epoch=0, timestamp=1,
+        )  # fmt: skip
+        h.replicas.get(TOPIC, 0).append_as_leader(bytearray(marker), AppendOrigin.COORDINATOR)
+        h.coordinator.on_transaction_completed(pid, [0], commit)
+
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        g, tp = group_on(0), ("orders", 0)
+        commit = c.commit_transactional_offsets
+        assert await commit(g, 77, 0, "", None, -1, {tp: OffsetAndMetadata(10)}) == {tp: E.NONE}
+        assert c.fetch_offsets(g, [tp])[1] == {tp: (-1, -1, "", E.NONE)}
+        assert c.fetch_offsets(g, [tp], True)[1] == {tp: (-1, -1, "", E.UNSTABLE_OFFSET_COMMIT)}
+        end(h, 77, commit=True)
+        assert c.fetch_offsets(g, [tp], True)[1] == {tp: (10, -1, "", E.NONE)}
+        await commit(g, 77, 0, "", None, -1, {tp: OffsetAndMetadata(20)})
+        end(h, 77, commit=False)
+        assert c.fetch_offsets(g, [tp], True)[1] == {tp: (10, -1, "", E.NONE)}
+        # A producer fenced by the coordinator's marker (epoch 1) commits nothing more.
+        end(h, 77, commit=False, epoch=1)
+        fenced = await commit(g, 77, 0, "", None, -1, {tp: OffsetAndMetadata(99)})
+        assert fenced == {tp: E.INVALID_PRODUCER_EPOCH}
+        # Members of a live group must give their generation (KIP-447).
+        a, _ = await stable_group(c, g, 2)
+        stale = await commit(
+            g, 78, 0, a.member_id, None, a.generation_id - 1, {tp: OffsetAndMetadata(5)}
+        )
+        assert stale == {tp: E.ILLEGAL_GENERATION}
+        ok = await commit(g, 78, 0, a.member_id, None, a.generation_id, {tp: OffsetAndMetadata(30)})
+        assert ok == {tp: E.NONE}
+        await h.restart_coordinator()
+        c = h.coordinator
+        assert c.fetch_offsets(g, [tp], True)[1] == {tp: (-1, -1, "", E.UNSTABLE_OFFSET_COMMIT)}
+        assert c.fetch_offsets(g, [tp])[1] == {tp: (10, -1, "", E.NONE)}
+        end(h, 78, commit=True)
+        assert c.fetch_offsets(g, [tp], True)[1] == {tp: (30, -1, "", E.NONE)}
+
+    run(tmp_path, body)

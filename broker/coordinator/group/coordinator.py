@@ -842,11 +842,51 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: offsets that take effect when the producer's transaction commits.
+        The member and generation are checked when given (KIP-447, v3+)."""
+        error = self._group_error(group_id, ApiKey.TXN_OFFSET_COMMIT)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+        error = self._validate_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional=True
+        )
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
+    def on_transaction_completed(
+        self, producer_id: int, partitions: list[int], committed: bool
+    ) -> None:
+        """A COMMIT/ABORT marker of `producer_id` is written to these __consumer_offsets
+        partitions: its pending transactional offsets become visible, or are dropped."""
+        self.manager.complete_txn_offsets(producer_id, set(partitions), committed)
+
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str, instance_id: str | None
+        self,
+        group: GroupMetadata,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        *,
+        transactional: bool = False,
     ) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if transactional and generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None
         if generation_id >= 0 or member_id != "" or instance_id is not None:
             error = self._validate_member(group, member_id, instance_id)
             if error is not None:
@@ -854,8 +894,9 @@ class GroupCoordinator:
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             return None
-        if not group.is_(GroupState.EMPTY):
-            # Only members commit for a group that has members.
+        if not transactional and not group.is_(GroupState.EMPTY):
+            # Only members commit for a group that has members (transactional commits of
+            # older producers carry no member: they are let through, as in Kafka).
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
@@ -876,7 +917,7 @@ class GroupCoordinator:
         wanted = list(group.offsets) if partitions is None else partitions
         out: dict[TopicPartition, PartitionOffset] = {}
         for tp in wanted:
-            if require_stable and group.pending_offset_commits.get(tp):
+            if require_stable and group.has_pending_commit(tp):
                 out[tp] = (-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
                 continue
             o = group.offsets.get(tp)

@@ -9,24 +9,21 @@ with acks=all and complete once the records are committed (reach the high waterm
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
-from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.errors import ErrorCode
 from ...records.compression import Codec
 from ...records.record import ControlType, Record, build_batch, control_type, decode_all
 from ...replication.replica_manager import ReplicaManager
+from ..log_append import append_committed
 from . import formats as fmt
 from .metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
-
-# Produce version whose validation rules apply to the coordinator's own batches (v2 records).
-_PRODUCE_VERSION = 9
 
 
 def now_ms() -> int:
@@ -146,6 +143,15 @@ class _Loaded:
         else:
             self.offsets.setdefault(group, {})[tp] = value
 
+    def put_committed_txn_offset(
+        self, group: str, tp: TopicPartition, value: OffsetAndMetadata
+    ) -> None:
+        """A transactional offset whose COMMIT marker was read: it wins unless a later record
+        (a plain commit written after it) already holds the partition."""
+        current = self.offsets.get(group, {}).get(tp)
+        if current is None or current.record_offset < value.record_offset:
+            self.offsets.setdefault(group, {})[tp] = value
+
 
 # One decoded batch: (last offset, producer id, is transactional, entries). An entry is
 # ("control", type) or ("offset"/"group", key, value-or-None, record offset).
@@ -195,6 +201,8 @@ class GroupMetadataManager:
         self.owned: dict[int, int] = {}  # partition -> leader epoch, loaded
         self.loading: dict[int, int] = {}  # partition -> leader epoch, being loaded
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        # Groups with transactional offsets of each producer id awaiting its marker.
+        self.open_groups_for_producer: dict[int, set[str]] = {}
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -261,6 +269,10 @@ class GroupMetadataManager:
             if fmt.partition_for(group_id, n) == partition:
                 del self.groups[group_id]
                 on_unloaded(group)
+        for producer_id, groups in list(self.open_groups_for_producer.items()):
+            groups -= {g for g in groups if fmt.partition_for(g, n) == partition}
+            if not groups:
+                del self.open_groups_for_producer[producer_id]
 
     def shutdown(self, on_unloaded: Callable[[GroupMetadata], None]) -> None:
         for partition in set(self.owned) | set(self.loading):
@@ -317,6 +329,18 @@ class GroupMetadataManager:
             self.groups[group_id] = group
             on_loaded(group)
             count += 1
+        # Transactions still open in the log: their offsets wait for the producer's marker.
+        for producer_id, pending in loaded.pending.items():
+            for (group_id, tp), value in pending.items():
+                if value is None:
+                    continue
+                group = self.groups.get(group_id)
+                if group is None:
+                    group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now)
+                    on_loaded(group)
+                    count += 1
+                group.prepare_txn_offset_commit(producer_id, {tp: value})
+                self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
         del self.loading[partition]
         self.owned[partition] = epoch
         log.info(
@@ -334,7 +358,10 @@ class GroupMetadataManager:
                 pending = loaded.pending.pop(producer_id, None)
                 if pending and entry[1] == ControlType.COMMIT:
                     for (group, tp), value in pending.items():
-                        loaded.put_offset(group, tp, value)
+                        if value is None:
+                            loaded.put_offset(group, tp, None)
+                        else:
+                            loaded.put_committed_txn_offset(group, tp, value)
                 continue
             _, key, value, record_offset = entry
             if kind == "offset":
@@ -356,23 +383,15 @@ class GroupMetadataManager:
 
     async def _append(self, partition: int, records: list[Record]) -> tuple[ErrorCode, int]:
         """Append to our __consumer_offsets partition with acks=all; (error, base offset)."""
-        try:
-            hosted = self.replica_manager.leader_partition(fmt.OFFSETS_TOPIC, partition, True)
-        except KafkaError as e:
-            return e.code, -1
         batch = build_batch(records, compression=Codec(self.config.offsets_topic_compression))
-        outcome = self.replica_manager.append(hosted, memoryview(batch), _PRODUCE_VERSION, -1)
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        if outcome.error != ErrorCode.NONE:
-            return ErrorCode.of(outcome.error), -1
-        # Committed once the high watermark passes the batch (acks=all, offsets.commit.timeout.ms).
-        code = await self.replica_manager.wait_for_replication(
-            hosted, outcome.base_offset + len(records), self.config.commit_timeout_ms / 1000
+        return await append_committed(
+            self.replica_manager,
+            fmt.OFFSETS_TOPIC,
+            partition,
+            batch,
+            self.config.commit_timeout_ms / 1000,
+            records=len(records),
         )
-        if code != ErrorCode.NONE:
-            return ErrorCode.of(code), -1
-        return ErrorCode.NONE, outcome.base_offset
 
     def store_group(
         self, group: GroupMetadata, assignment: dict[str, bytes]
@@ -444,6 +463,80 @@ class GroupMetadataManager:
         for tp in valid:
             errors[tp] = mapped
         return errors
+
+    async def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: write the offsets in a transactional batch of the producer; they
+        stay pending until its COMMIT marker reaches this partition."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, o in offsets.items():
+            if java_length(o.metadata) > self.config.metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = o
+        if not valid:
+            return errors
+        now = now_ms()
+        records = [
+            Record(
+                offset=i,
+                timestamp=now,
+                key=fmt.offset_key(group.group_id, tp[0], tp[1]),
+                value=fmt.offset_value(
+                    fmt.OffsetValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, -1)
+                ),
+            )
+            for i, (tp, o) in enumerate(valid.items())
+        ]
+        self.open_groups_for_producer.setdefault(producer_id, set()).add(group.group_id)
+        group.prepare_txn_offset_commit(producer_id, valid)
+        batch = build_batch(
+            records,
+            compression=Codec(self.config.offsets_topic_compression),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        code, base = await append_committed(
+            self.replica_manager,
+            fmt.OFFSETS_TOPIC,
+            self.partition_for(group.group_id),
+            batch,
+            self.config.commit_timeout_ms / 1000,
+            records=len(records),
+        )
+        for i, (tp, o) in enumerate(valid.items()):
+            if code == ErrorCode.NONE:
+                o.record_offset = base + i
+            else:
+                group.fail_pending_txn_offset_commit(producer_id, tp, o)
+        if code != ErrorCode.NONE:
+            log.warning("transactional offset commit of group %s failed: %s",
+                        group.group_id, code.name)  # fmt: skip
+        mapped = _offset_commit_error(code)
+        for tp in valid:
+            errors[tp] = mapped
+        return errors
+
+    def complete_txn_offsets(self, producer_id: int, partitions: set[int], committed: bool) -> None:
+        """The producer's marker is written to these __consumer_offsets partitions."""
+        groups = self.open_groups_for_producer.get(producer_id)
+        if not groups:
+            return
+        for group_id in [g for g in groups if self.partition_for(g) in partitions]:
+            groups.discard(group_id)
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, committed)
+        if not groups:
+            del self.open_groups_for_producer[producer_id]
 
     async def cleanup_group_metadata(
         self,

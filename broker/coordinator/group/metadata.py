@@ -205,6 +205,9 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        # Transactional offset commits (TxnOffsetCommit) per producer id, visible once its
+        # COMMIT marker is written; record_offset -1 until the commit record is in the log.
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
         # Timers the coordinator arms: the join completion, the sync deadline, and the
         # expirations of pending members.
         self.join_op: object | None = None
@@ -482,7 +485,47 @@ class GroupMetadata:
     # -- offsets
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offsets)
+        )
+
+    def has_pending_commit(self, tp: TopicPartition) -> bool:
+        """A commit of `tp` is on its way (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        return bool(self.pending_offset_commits.get(tp)) or any(
+            tp in offsets for offsets in self.pending_txn_offsets.values()
+        )
+
+    # -- transactional offsets
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def fail_pending_txn_offset_commit(
+        self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata
+    ) -> None:
+        """The commit record was not written: forget it (the client retries)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is not None and pending.get(tp) is offset:
+            del pending[tp]
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT (or ABORT) marker is written: its offsets become the
+        committed ones, unless a later record already is (or they are dropped)."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not committed or not pending:
+            return
+        for tp, o in pending.items():
+            if o.record_offset < 0:
+                continue  # never written: nothing to materialize
+            current = self.offsets.get(tp)
+            if current is None or current.record_offset < o.record_offset:
+                self.offsets[tp] = o
 
     def on_offset_commit_append(self, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
         current = self.offsets.get(tp)
@@ -492,6 +535,8 @@ class GroupMetadata:
     def remove_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, object]:
         removed = {}
         for tp in partitions:
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
             found = self.offsets.pop(tp, None)
             if found is not None:
                 removed[tp] = found

@@ -1,9 +1,11 @@
-"""FindCoordinator (key 10): which broker coordinates a group (v4+: many keys at once).
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id (v4+: many
+keys at once).
 
-Answered from the metadata cache: the live leader of the group's __consumer_offsets partition,
-on the listener the client came in on. The first lookup creates __consumer_offsets (as Kafka's
-broker does); Kafka answers COORDINATOR_NOT_AVAILABLE until the topic has leaders, we wait for
-them for a moment first so the first consumer does not need a retry.
+Answered from the metadata cache: the live leader of the key's partition of __consumer_offsets
+(groups) or __transaction_state (transactional ids), on the listener the client came in on. The
+first lookup creates the internal topic (as Kafka's broker does); Kafka answers
+COORDINATOR_NOT_AVAILABLE until the topic has leaders, we wait for them for a moment first so
+the first client does not need a retry.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 from typing import Any
 
 from ...coordinator.group import OFFSETS_TOPIC
+from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
@@ -27,60 +30,72 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 CREATE_WAIT_S = 5.0
 
-_creating: dict[int, asyncio.Task[None]] = {}  # per broker object id: creation under way
+# Per (broker object id, topic): the creation under way.
+_creating: dict[tuple[int, str], asyncio.Task[None]] = {}
 
 
-async def _create_offsets_topic(ctx: RequestContext) -> None:
+def _internal_topic(ctx: RequestContext, key_type: int) -> tuple[str, int, int, dict[str, str]]:
+    """(name, partitions, replication factor, configs) of the key type's internal topic."""
     broker = ctx.broker
-    config = broker.group_coordinator.config
+    if key_type == TRANSACTION_KEY:
+        t = broker.txn_coordinator.config
+        return TRANSACTION_STATE_TOPIC, t.num_partitions, t.replication_factor, t.topic_configs()
+    g = broker.group_coordinator.config
+    return (
+        OFFSETS_TOPIC,
+        g.offsets_topic_num_partitions,
+        g.offsets_topic_replication_factor,
+        g.offsets_topic_configs(),
+    )
+
+
+async def _create_topic(ctx: RequestContext, key_type: int) -> None:
+    broker = ctx.broker
+    name, partitions, replication, configs = _internal_topic(ctx, key_type)
     live = len(broker.metadata_cache.alive_brokers())
     # Like Kafka's auto-creation of internal topics: no more replicas than live brokers.
-    rf = min(config.offsets_topic_replication_factor, live) if live else 1
+    rf = min(replication, live) if live else 1
     try:
-        await broker.topic_admin.create_topic(
-            OFFSETS_TOPIC,
-            config.offsets_topic_num_partitions,
-            rf,
-            configs=config.offsets_topic_configs(),
-        )
-        log.info("created %s with replication factor %d", OFFSETS_TOPIC, rf)
+        await broker.topic_admin.create_topic(name, partitions, rf, configs=configs)
+        log.info("created %s with replication factor %d", name, rf)
     except KafkaError as e:
         if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            log.warning("creating %s failed: %s", OFFSETS_TOPIC, e)
+            log.warning("creating %s failed: %s", name, e)
 
 
-async def _ensure_offsets_topic(ctx: RequestContext) -> None:
+async def _ensure_internal_topic(ctx: RequestContext, key_type: int) -> None:
     cache = ctx.broker.metadata_cache
-    if cache.contains(OFFSETS_TOPIC) or ctx.broker.topic_admin is None:
+    name = _internal_topic(ctx, key_type)[0]
+    if cache.contains(name) or ctx.broker.topic_admin is None:
         return  # (no topic admin: the broker is still starting; the client will retry)
-    key = id(ctx.broker)
+    key = (id(ctx.broker), name)
     task = _creating.get(key)
     if task is None or task.done():
-        task = asyncio.get_running_loop().create_task(_create_offsets_topic(ctx))
+        task = asyncio.get_running_loop().create_task(_create_topic(ctx, key_type))
         _creating[key] = task
         task.add_done_callback(
             lambda t: _creating.pop(key, None) if _creating.get(key) is t else None
         )
     with waiting():  # another request may be creating the topic
         await asyncio.shield(task)
-        await cache.wait_for(lambda: cache.has_leaders(OFFSETS_TOPIC), CREATE_WAIT_S)
+        await cache.wait_for(lambda: cache.has_leaders(name), CREATE_WAIT_S)
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     broker = ctx.broker
     none = {"node_id": -1, "host": "", "port": -1}
-    if key_type == TRANSACTION_KEY:
-        # The transaction coordinator arrives with transactions.
-        return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-    if key_type != GROUP_KEY:
+    if key_type == GROUP_KEY:
+        topic, partition = OFFSETS_TOPIC, broker.group_coordinator.partition_for(key)
+    elif key_type == TRANSACTION_KEY:
+        topic, partition = TRANSACTION_STATE_TOPIC, broker.txn_coordinator.partition_for(key)
+    else:
         return {
             **none,
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": f"Unknown coordinator type: {key_type}",
         }
     cache = broker.metadata_cache
-    partition = broker.group_coordinator.partition_for(key)
-    leader = cache.leader_of(OFFSETS_TOPIC, partition)
+    leader = cache.leader_of(topic, partition)
     if leader is None:
         return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     endpoint = cache.endpoint(leader, ctx.conn.listener.name)
@@ -111,8 +126,8 @@ async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> d
     key_type = req.get("key_type", GROUP_KEY) if v >= 1 else GROUP_KEY
     keys = req["coordinator_keys"] if v >= 4 else [req["key"]]
     denied = {k: e for k in keys if (e := _denied(ctx, k, key_type)) is not None}
-    if key_type == GROUP_KEY and len(denied) < len(keys):
-        await _ensure_offsets_topic(ctx)
+    if key_type in (GROUP_KEY, TRANSACTION_KEY) and len(denied) < len(keys):
+        await _ensure_internal_topic(ctx, key_type)
     none = {"node_id": -1, "host": "", "port": -1}
     results = [
         {"key": k, **none, "error_code": denied[k]}

@@ -1,4 +1,5 @@
-"""Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47) and TxnOffsetCommit
+(28), the offsets a transactional producer commits with its transaction.
 
 Version 0 of OffsetCommit and OffsetFetch keeps Kafka's old behaviour: offsets live in the
 metadata store, no coordinator involved. Later versions go to the group coordinator.
@@ -241,3 +242,60 @@ async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict
     error, deleted = await broker.group_coordinator.delete_offsets(req["group_id"], known)
     errors.update(deleted)
     return {"error_code": error, "throttle_time_ms": 0, "topics": _topics_response(errors)}
+
+
+# --- TxnOffsetCommit -------------------------------------------------------------------------
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT, "0-4")
+async def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    v = ctx.version
+    wanted = [(t["name"], p) for t in req["topics"] for p in t["partitions"]]
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if not authz.authorized(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, req["transactional_id"]):
+        errors = {(t, p["partition_index"]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                  for t, p in wanted}  # fmt: skip
+        return {"throttle_time_ms": 0, "topics": _topics_response(errors)}
+    if not authz.authorized(ctx, Op.READ, RT.GROUP, req["group_id"]):
+        errors = {(t, p["partition_index"]): ErrorCode.GROUP_AUTHORIZATION_FAILED
+                  for t, p in wanted}  # fmt: skip
+        return {"throttle_time_ms": 0, "topics": _topics_response(errors)}
+    readable = authz.authorized_names(ctx, Op.READ, RT.TOPIC, (t["name"] for t in req["topics"]))
+    now = _now_ms()
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic, p in wanted:
+        tp = (topic, p["partition_index"])
+        errors[tp] = ErrorCode.NONE  # keeps the request's order in the response
+        if topic not in readable:
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif broker.metadata_cache.get_partition(*tp) is None:
+            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            offsets[tp] = OffsetAndMetadata(
+                offset=p["committed_offset"],
+                leader_epoch=p.get("committed_leader_epoch", -1) if v >= 2 else -1,
+                metadata=p["committed_metadata"] or "",
+                commit_timestamp=now,
+            )
+    if offsets:
+        errors.update(
+            await broker.group_coordinator.commit_transactional_offsets(
+                req["group_id"],
+                req["producer_id"],
+                req["producer_epoch"],
+                req.get("member_id", "") if v >= 3 else "",
+                req.get("group_instance_id") if v >= 3 else None,
+                req.get("generation_id", -1) if v >= 3 else -1,
+                offsets,
+            )
+        )
+    if v < 2:
+        # Producers before 2.0 did not expect a loading error (KAFKA-7296).
+        errors = {
+            tp: ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            else e
+            for tp, e in errors.items()
+        }
+    return {"throttle_time_ms": 0, "topics": _topics_response(errors)}

@@ -1,12 +1,11 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
 Without a transactional id any broker answers, as Kafka does: a fresh producer id from this
 broker's block, epoch 0. Kafka never bumps the epoch of a non-transactional producer here, even
 when a v3+ request carries its current id and epoch (the client bumps idempotent epochs itself,
-KIP-360); such a request also gets a new id. A request naming a transactional id needs the
-transaction coordinator of that id; until transactions exist no broker is that coordinator, so it
-is answered NOT_COORDINATOR, Kafka's answer from a broker that does not own the id's
-__transaction_state partition.
+KIP-360); such a request also gets a new id. A request naming a transactional id goes to the
+transaction coordinator of that id (NOT_COORDINATOR from any other broker), which bumps the
+id's epoch and so fences the producers that had it before.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...replication.producer_ids import ProducerIdManager, ProducerIdsUnavailable
+from ...replication.producer_ids import ProducerIdsUnavailable
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
@@ -26,19 +25,6 @@ log = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-
-
-def producer_id_manager(broker: Any) -> ProducerIdManager:
-    """The broker's producer id allocator, made on first use."""
-    manager = getattr(broker, "producer_ids", None)
-    if manager is None:
-
-        async def allocate() -> Any:
-            return await broker._io(broker.zk.allocate_producer_id_block, broker.broker_id)
-
-        manager = ProducerIdManager(allocate)
-        broker.producer_ids = manager
-    return manager
 
 
 def _error(code: ErrorCode) -> dict[str, Any]:
@@ -65,14 +51,21 @@ async def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> d
         # Idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if transactional_id is not None:
-        if transactional_id == "":
-            return _error(ErrorCode.INVALID_REQUEST)
-        timeout = req["transaction_timeout_ms"]
-        if not 0 < timeout <= ctx.broker.config.get("transaction.max.timeout.ms"):
-            return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        return _error(ErrorCode.NOT_COORDINATOR)
+        expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+        result = await ctx.broker.txn_coordinator.init_producer_id(
+            transactional_id, req["transaction_timeout_ms"], expected
+        )
+        error = result.error
+        if ctx.version < 4 and error == ErrorCode.PRODUCER_FENCED:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH  # what clients before KIP-588 understand
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
+        }
     try:
-        producer_id = await producer_id_manager(ctx.broker).generate()
+        producer_id = await ctx.broker.producer_ids.generate()
     except ProducerIdsUnavailable:
         # Kafka's answer while its producer id block is not yet available: retriable.
         return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...records import batch as rb
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
@@ -24,9 +25,12 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     # acks=all: appended partitions wait for the high watermark (reference §3.6).
     waiting: list[tuple[dict[str, Any], Any, int]] = []
     transactional_id = req.get("transactional_id")
-    txn_denied = transactional_id is not None and not authz.authorized(
-        ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id
-    )
+    if _has_transactional_records(req) and (
+        transactional_id is None
+        or not authz.authorized(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, transactional_id)
+    ):
+        # Kafka's first check: transactional batches need WRITE on the request's id.
+        return _refused(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     writable = authz.authorized_names(
         ctx, Op.WRITE, RT.TOPIC, (t["name"] for t in req["topic_data"])
     )
@@ -41,17 +45,6 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                         "index": index,
                         "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
                         "base_offset": -1,
-                    }
-                )
-                continue
-            # Kafka's check comes first (WRITE on the transactional id); transactional
-            # produce is refused in any case until transactions exist.
-            if txn_denied or transactional_id is not None:
-                results.append(
-                    {
-                        "index": index,
-                        "base_offset": -1,
-                        "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     }
                 )
                 continue
@@ -112,3 +105,35 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                     )
         return None
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _has_transactional_records(req: dict[str, Any]) -> bool:
+    """Does any partition carry a transactional batch? (first batch header, as Kafka: a
+    produce request holds one batch per partition)."""
+    for topic in req["topic_data"]:
+        for part in topic["partition_data"]:
+            records = part["records"]
+            if records is not None and len(records) >= rb.ATTRIBUTES_OFFSET + 2:
+                if rb.peek_magic(records) == rb.MAGIC and (
+                    records[rb.ATTRIBUTES_OFFSET + 1] & rb.TRANSACTIONAL_FLAG
+                ):
+                    return True
+    return False
+
+
+def _refused(req: dict[str, Any], code: ErrorCode) -> dict[str, Any] | None:
+    if req["acks"] == 0:
+        raise CloseConnection(f"acks=0 produce refused: {code.name}")
+    return {
+        "responses": [
+            {
+                "name": t["name"],
+                "partition_responses": [
+                    {"index": p["index"], "error_code": code, "base_offset": -1}
+                    for p in t["partition_data"]
+                ],
+            }
+            for t in req["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }
