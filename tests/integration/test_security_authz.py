@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from broker_process import free_port
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -377,3 +377,88 @@ def test_metadata_hides_topics_the_user_may_not_describe(secured: AclBroker) -> 
     assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     as_admin = secured.admin().list_topics(timeout=10)
     assert visible in as_admin.topics and hidden in as_admin.topics
+
+
+def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -> None:
+    """Kafka's checks: WRITE (which implies DESCRIBE) on the transactional id for the
+    producer, READ on the group for its offsets, CLUSTER_ACTION for markers, DESCRIBE on the
+    id for the admin views."""
+    topic, txn_id, group = unique("txn"), unique("tx"), unique("g")
+    create_topic(secured, topic)
+    add_acls(secured, alice_acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
+    conf = {**secured.conf("alice"), "transactional.id": txn_id}
+    denied = Producer(conf)
+    with pytest.raises(KafkaException) as info:
+        denied.init_transactions(30)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    add_acls(secured, alice_acl(ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE))
+    producer = Producer(conf)
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in-txn")
+    producer.commit_transaction(30)
+
+    alice = Raw(secured, "alice")
+    try:
+        found = alice.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
+        assert found["error_code"] == 0
+        described = alice.call(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, unique("other")]}
+        )
+        codes = [s["error_code"] for s in described["transaction_states"]]
+        assert codes == [0, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
+        assert described["transaction_states"][0]["transaction_state"] == "CompleteCommit"
+        listed = alice.call(
+            ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": []}
+        )
+        assert [s["transactional_id"] for s in listed["transaction_states"]] == [txn_id]
+        init = alice.call(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {"transactional_id": txn_id, "transaction_timeout_ms": 60000},
+        )
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        assert init["error_code"] == 0
+        offsets = alice.call(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+             "group_id": group},
+        )  # fmt: skip
+        assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        committed = alice.call(
+            ApiKey.TXN_OFFSET_COMMIT,
+            3,
+            {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
+             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                 {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                  "committed_metadata": ""}]}]},
+        )  # fmt: skip
+        code = committed["topics"][0]["partitions"][0]["error_code"]
+        assert code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        markers = alice.call(
+            ApiKey.WRITE_TXN_MARKERS,
+            1,
+            {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": True,
+                          "topics": [{"name": topic, "partition_indexes": [0]}],
+                          "coordinator_epoch": 0}]},
+        )  # fmt: skip
+        (marker,) = markers["markers"]
+        code = marker["topics"][0]["partitions"][0]["error_code"]
+        assert code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # Transactional batches need WRITE on the request's transactional id.
+        batch = build_batch(
+            [Record(0, 0, None, b"x", [])], producer_id=pid, producer_epoch=epoch,
+            base_sequence=0, transactional=True,
+        )  # fmt: skip
+        other = alice.call(
+            ApiKey.PRODUCE,
+            9,
+            {"transactional_id": unique("not-mine"), "acks": -1, "timeout_ms": 5000,
+             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+        )  # fmt: skip
+        code = other["responses"][0]["partition_responses"][0]["error_code"]
+        assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    finally:
+        alice.close()

@@ -22,6 +22,9 @@ import pytest
 import test_clients_java as java_tools
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from odradek.broker.client.admin import AdminClient
+from odradek.broker.client.blocking import BlockingConnection
+from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.storage.txn_index import ENTRY_SIZE
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +35,12 @@ CONSOLE_CONSUMER = java_tools.CONSOLE_CONSUMER
 TIMEOUT = 60
 
 # The coordinator checks for timed-out transactions every half second here (10 s by default).
-OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+# Request quotas over two one-second samples (the quota test's window).
+OVERRIDES = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "quota.window.num": "2",
+    "quota.window.size.seconds": "1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +175,35 @@ def test_open_transaction_past_its_timeout_is_aborted(bootstrap: str, new_topic)
     assert consume_all(bootstrap, [topic], 1, "read_committed") == []
     with pytest.raises(KafkaException):
         p.commit_transaction(TIMEOUT)
+
+
+def test_transactional_requests_count_against_request_quotas(bootstrap: str) -> None:
+    """A client over its request_percentage is throttled on transactional requests too."""
+    client_id = f"txn-quota-{uuid.uuid4().hex[:8]}"
+    txn_id = f"{client_id}-tx"
+
+    async def set_quota() -> None:
+        async with AdminClient(bootstrap) as admin:
+            await admin.alter_client_quotas(
+                {(("client-id", client_id),): {"request_percentage": 0.1}}
+            )
+
+    asyncio.run(asyncio.wait_for(set_quota(), 30))
+    host, _, port = bootstrap.rpartition(":")
+    with BlockingConnection(host, int(port), client_id=client_id, timeout=TIMEOUT) as conn:
+        found = conn.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
+        assert found["error_code"] == 0
+        throttles = []
+        for _ in range(200):
+            resp = conn.call(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {"transactional_id": txn_id, "transaction_timeout_ms": 60000},
+            )
+            throttles.append(resp["throttle_time_ms"])
+            if resp["throttle_time_ms"] > 0:
+                break
+    assert throttles[-1] > 0, "never throttled"
 
 
 # --- consume-transform-produce, the application killed in a transaction -------------------------
