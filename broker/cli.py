@@ -5,6 +5,7 @@
     odradek produce --topic T [--value V ...]     (otherwise one record per stdin line)
     odradek consume --topic T [--from-beginning] [--max-messages N] [--timeout S]
     odradek groups list|describe|delete ...
+    odradek transactions list|describe ...        (transactional ids and their state)
     odradek ready [--broker-id N]                 (exit 0 when the broker serves the cluster)
     odradek wait-drained [--broker-id N]          (a preStop hook: wait while N is drained)
 
@@ -194,6 +195,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = gsub.add_parser("delete", help="delete empty groups and their offsets")
     _client_options(p)
     p.add_argument("--group", action="append", required=True, help="repeatable")
+
+    txns = sub.add_parser("transactions", help="list and describe transactions")
+    xsub = txns.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    p = xsub.add_parser("list", help="transactional ids with their producer id and state")
+    _client_options(p)
+    p.add_argument("--state", action="append", default=[], help="only this state (repeatable)")
+    p.add_argument(
+        "--producer-id", type=int, action="append", default=[], help="only this producer id"
+    )
+    p.add_argument(
+        "--duration-ms",
+        type=int,
+        default=-1,
+        metavar="MS",
+        help="only transactions open longer than this",
+    )
+
+    p = xsub.add_parser("describe", help="state, producer, timeout and partitions")
+    _client_options(p)
+    p.add_argument("--transactional-id", action="append", required=True, help="repeatable")
 
     p = sub.add_parser(
         "ready",
@@ -476,6 +498,41 @@ async def groups_delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _table(rows: list[tuple[str, ...]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        out.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+async def transactions_list(args: argparse.Namespace, out: TextIO) -> int:
+    """Like kafka-transactions.sh list: one row per transactional id."""
+    async with _admin(args) as admin:
+        listed = await admin.list_transactions(args.state, args.producer_id, args.duration_ms)
+    rows = [("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")]
+    rows += [(t.transactional_id, str(t.coordinator), str(t.producer_id), t.state) for t in listed]
+    _table(rows, out)
+    return 0
+
+
+async def transactions_describe(args: argparse.Namespace, out: TextIO) -> int:
+    """Like kafka-transactions.sh describe, with the partitions of the open transaction."""
+    async with _admin(args) as admin:
+        described = await admin.describe_transactions(args.transactional_id)
+    rows = [
+        ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS",
+         "START-TIME-MS", "PARTITIONS"),
+    ]  # fmt: skip
+    for d in described.values():
+        partitions = ",".join(f"{tp.topic}-{tp.partition}" for tp in d.partitions) or "-"
+        start = str(d.start_time_ms) if d.start_time_ms >= 0 else "-"
+        rows.append(
+            (d.transactional_id, str(d.coordinator), str(d.producer_id), str(d.producer_epoch),
+             d.state, str(d.timeout_ms), start, partitions)
+        )  # fmt: skip
+    _table(rows, out)
+    return 0
+
+
 async def _stdin_lines() -> Any:
     """Lines of standard input as bytes (line ending removed), read by a thread so the event
     loop keeps sending; at most a bounded number of lines wait in memory."""
@@ -690,6 +747,8 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], A
     ("groups", "list"): groups_list,
     ("groups", "describe"): groups_describe,
     ("groups", "delete"): groups_delete,
+    ("transactions", "list"): transactions_list,
+    ("transactions", "describe"): transactions_describe,
     ("produce", None): produce,
     ("consume", None): consume,
     ("ready", None): ready,

@@ -65,6 +65,8 @@ __all__ = [
     "ResourceType",
     "TopicDescription",
     "TopicResult",
+    "TransactionDescription",
+    "TransactionListing",
 ]
 
 
@@ -1081,21 +1083,27 @@ class AdminClient:
 
     async def find_group_coordinator(self, group_id: str) -> int:
         """Node id of the group's coordinator (retried while none is available yet)."""
+        return await self._find_coordinator(group_id, 0, f"group {group_id!r}")
 
+    async def find_transaction_coordinator(self, transactional_id: str) -> int:
+        """Node id of the transactional id's coordinator (retried while none is available)."""
+        return await self._find_coordinator(
+            transactional_id, 1, f"transactional id {transactional_id!r}"
+        )
+
+    async def _find_coordinator(self, key: str, key_type: int, what: str) -> int:
         async def attempt() -> int:
             conn = await self.cluster.any_connection()
-            version = conn.version_for(ApiKey.FIND_COORDINATOR)
+            version = conn.version_for(ApiKey.FIND_COORDINATOR, min_version=1 if key_type else 0)
             if version >= 4:
-                body = {"key_type": 0, "coordinator_keys": [group_id]}
+                body = {"key_type": key_type, "coordinator_keys": [key]}
                 result = (await conn.request(ApiKey.FIND_COORDINATOR, body, version))[
                     "coordinators"
                 ][0]
             else:
-                body = {"key": group_id, "key_type": 0}
+                body = {"key": key, "key_type": key_type}
                 result = await conn.request(ApiKey.FIND_COORDINATOR, body, version)
-            error = error_of(
-                result["error_code"], result.get("error_message"), f"group {group_id!r}"
-            )
+            error = error_of(result["error_code"], result.get("error_message"), what)
             if error is not None:
                 raise error
             if result["node_id"] not in self.cluster.brokers:
@@ -1185,6 +1193,80 @@ class AdminClient:
             out[group_id] = error_of(r["error_code"], None, f"group {group_id!r}")
         if raise_errors:
             _raise_any(out.values())
+        return out
+
+    # -- transactions ---------------------------------------------------------------------
+
+    async def list_transactions(
+        self,
+        states: Sequence[str] | None = None,
+        producer_ids: Sequence[int] | None = None,
+        min_duration_ms: int = -1,
+    ) -> list[TransactionListing]:
+        """The transactional ids every broker coordinates, optionally only those in `states`,
+        of `producer_ids`, or open longer than `min_duration_ms`."""
+        await self.cluster.retry(lambda: self.cluster.refresh_metadata([]), what="Metadata")
+        found: list[TransactionListing] = []
+        for node_id in sorted(self.cluster.brokers):
+
+            async def attempt(n: int = node_id) -> dict:
+                conn = await self.cluster.connection(n)
+                version = conn.version_for(
+                    ApiKey.LIST_TRANSACTIONS, min_version=1 if min_duration_ms >= 0 else 0
+                )
+                body = {
+                    "state_filters": list(states or []),
+                    "producer_id_filters": list(producer_ids or []),
+                    "duration_filter": min_duration_ms,
+                }
+                resp = await conn.request(ApiKey.LIST_TRANSACTIONS, body, version)
+                error = error_of(resp["error_code"], None, f"ListTransactions on broker {n}")
+                if error is not None:
+                    raise error
+                return resp
+
+            resp = await self.cluster.retry(attempt, what="ListTransactions")
+            for t in resp["transaction_states"]:
+                found.append(
+                    TransactionListing(
+                        t["transactional_id"], t["producer_id"], t["transaction_state"], node_id
+                    )
+                )
+        return sorted(found, key=lambda t: t.transactional_id)
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> dict[str, TransactionDescription]:
+        """State, producer, timeout and partitions of each transactional id, from its
+        coordinator."""
+        out: dict[str, TransactionDescription] = {}
+        for txn_id in dict.fromkeys(transactional_ids):
+
+            async def attempt(txn_id: str = txn_id) -> TransactionDescription:
+                node = await self.find_transaction_coordinator(txn_id)
+                resp = await self.cluster.request_node(
+                    node, ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]}
+                )
+                (t,) = resp["transaction_states"]
+                error = error_of(t["error_code"], None, f"transactional id {txn_id!r}")
+                if error is not None:
+                    raise error
+                return TransactionDescription(
+                    txn_id,
+                    node,
+                    t["transaction_state"],
+                    t["producer_id"],
+                    t["producer_epoch"],
+                    t["transaction_timeout_ms"],
+                    t["transaction_start_time_ms"],
+                    sorted(
+                        TopicPartition(topic["topic"], p)
+                        for topic in t["topics"]
+                        for p in topic["partitions"]
+                    ),
+                )
+
+            out[txn_id] = await self.cluster.retry(attempt, what="DescribeTransactions")
         return out
 
     async def list_consumer_group_offsets(
@@ -1417,6 +1499,29 @@ class CommittedOffset:
     offset: int  # -1: nothing committed
     leader_epoch: int = -1
     metadata: str | None = ""
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator: int
+
+
+@dataclass(slots=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction started yet
+    partitions: list[TopicPartition]
 
 
 # Coordinator moved, not there yet, or still loading: find it again and retry.

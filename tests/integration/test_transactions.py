@@ -320,6 +320,52 @@ def test_java_transactional_producer_and_read_committed_console_consumer(
     assert sorted(map(int, lines)) == list(range(n))
 
 
+TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+
+
+def test_transactions_cli_admin_and_kafka_transactions_tool(
+    kafka, bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=2)
+    txn_id = f"cli-{topic}"
+    p = txn_producer(bootstrap, txn_id)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=1)
+    p.flush(TIMEOUT)
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "odradek.broker.cli", "transactions", *args,
+             "--bootstrap-server", bootstrap],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    listed = [line.split() for line in cli("list", "--state", "Ongoing").splitlines()]
+    assert listed[0] == ["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE"]
+    (row,) = [r for r in listed if r[0] == txn_id]
+    assert row[3] == "Ongoing"
+    described = cli("describe", "--transactional-id", txn_id).splitlines()[1].split()
+    assert described[0] == txn_id and described[4] == "Ongoing"
+    assert described[7] == f"{topic}-1"
+    # Kafka's own tool reads the same APIs: the producer and its open transaction.
+    tool = kafka(TRANSACTIONS_TOOL, "describe", "--transactional-id", txn_id).stdout
+    assert txn_id in tool and "Ongoing" in tool and f"{topic}-1" in tool
+    producers = kafka(
+        TRANSACTIONS_TOOL, "describe-producers", "--topic", topic, "--partition", "1"
+    ).stdout
+    # ProducerId, ProducerEpoch, LatestCoordinatorEpoch, LastSequence, LastTimestamp and
+    # CurrentTransactionStartOffset: the open transaction starts at offset 0.
+    (fields,) = [ln.split() for ln in producers.splitlines()[1:] if ln.split()[:1] == [row[2]]]
+    assert (fields[1], fields[3], fields[5]) == ("0", "0", "0")
+    p.commit_transaction(TIMEOUT)
+    assert cli("describe", "--transactional-id", txn_id).splitlines()[1].split()[4] == (
+        "CompleteCommit"
+    )
+    assert txn_id in kafka(TRANSACTIONS_TOOL, "list").stdout
+
+
 DUMP_LOG = "kafka.tools.DumpLogSegments"
 
 

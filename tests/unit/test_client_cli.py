@@ -51,9 +51,20 @@ def test_topics_alter_and_delete_arguments() -> None:
     assert args.topic == ["a", "b"] and args.if_exists
 
 
+def test_transactions_arguments() -> None:
+    args = parse("transactions", "list", "--state", "Ongoing", "--producer-id", "7")
+    assert (args.action, args.state, args.producer_id, args.duration_ms) == (
+        "list", ["Ongoing"], [7], -1,
+    )  # fmt: skip
+    args = parse("transactions", "describe", "--transactional-id", "a", "--transactional-id", "b")
+    assert args.transactional_id == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
+        ["transactions", "describe"],
+        ["transactions", "list", "--producer-id", "x"],
         ["topics", "create", "--topic", "t", "--partitions", "0"],
         ["topics", "create", "--topic", "t", "--config", "novalue"],
         ["topics", "create"],
