@@ -6,6 +6,7 @@ orchestration code. The last line printed on stdout is a JSON object with the me
     loadgen.py create --bootstrap H:P --topic T --partitions P
     loadgen.py produce --bootstrap H:P --topic T --records N --size B --acks 1|all --duration S
     loadgen.py consume --bootstrap H:P --topic T --records N --partitions P --duration S
+    loadgen.py txn-produce --bootstrap H:P --topic T --records N --size B --txn-records K
 """
 
 from __future__ import annotations
@@ -102,6 +103,39 @@ def produce(args: argparse.Namespace) -> dict:
     }
 
 
+def txn_produce(args: argparse.Namespace) -> dict:
+    """A transactional producer: ``txn_records`` values per transaction, committed one after the
+    other; time from the first begin to the last commit, counting committed records only."""
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "transactional.id": f"odradek-bench-{uuid.uuid4().hex[:8]}",
+            "linger.ms": args.linger_ms,
+            "compression.type": "none",
+            "client.id": "odradek-bench-txn-producer",
+        }
+    )
+    producer.init_transactions(30)
+    payloads = [os.urandom(args.size) for _ in range(16)]
+    committed = 0
+    start = time.perf_counter()
+    stop_at = start + args.duration
+    while committed < args.records and time.perf_counter() < stop_at:
+        producer.begin_transaction()
+        for i in range(args.txn_records):
+            producer.produce(args.topic, payloads[i & 15])
+        producer.commit_transaction(30)
+        committed += args.txn_records
+    elapsed = time.perf_counter() - start
+    return {
+        "phase": "txn-produce",
+        "records": committed,
+        "bytes": committed * args.size,
+        "seconds": elapsed,
+        "error": None,
+    }
+
+
 def consume(args: argparse.Namespace) -> dict:
     """Read every partition from the beginning until ``records`` values have arrived."""
     consumer = Consumer(
@@ -145,7 +179,7 @@ def consume(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=["create", "produce", "consume"])
+    parser.add_argument("phase", choices=["create", "produce", "consume", "txn-produce"])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--records", type=int, default=200_000)
@@ -154,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--txn-records", type=int, default=100)
     args = parser.parse_args(argv)
+    phases = {"create": create, "produce": produce, "consume": consume, "txn-produce": txn_produce}
     try:
-        result = {"create": create, "produce": produce, "consume": consume}[args.phase](args)
+        result = phases[args.phase](args)
     except KafkaException as exc:
         result = {"phase": args.phase, "records": 0, "bytes": 0, "seconds": 0.0, "error": str(exc)}
     print(json.dumps(result), flush=True)

@@ -45,6 +45,14 @@ class Scenario:
 
 
 SCENARIOS = [Scenario(acks, parts) for parts in (1, 8) for acks in ("1", "all")]
+# Transactional producer rows: records per transaction, partitions.
+TXN_RECORDS = 100
+TXN_PARTITIONS = (1, 8)
+
+
+def txn_label(partitions: int) -> str:
+    unit = "partition" if partitions == 1 else "partitions"
+    return f"produce transactional ({TXN_RECORDS}/txn), {partitions} {unit}"
 
 
 @dataclass
@@ -244,18 +252,30 @@ def run_server(server: Server, settings: Settings) -> ServerRun:
                 run.rows.setdefault(prod_key, {"error": str(exc)})
                 run.rows.setdefault(cons_key, {"error": str(exc)})
             for key in (prod_key, cons_key):
-                r = run.rows[key]
-                note = f"  ({r['error']})" if r.get("error") else ""
-                print(
-                    f"  {key:<36} {r.get('records', 0):>8} rec "
-                    f"{r.get('records_per_s', 0):>10.0f} rec/s {r.get('mb_per_s', 0):>8.1f} MB/s"
-                    f"{note}",
-                    flush=True,
+                report(key, run.rows[key])
+        for partitions in TXN_PARTITIONS:
+            key = txn_label(partitions)
+            try:
+                topic = create_topic(bootstrap, partitions, settings)
+                run.rows[key] = rates(
+                    loadgen("txn-produce", bootstrap, topic, settings, txn_records=TXN_RECORDS)
                 )
+            except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
+                run.rows[key] = {"error": str(exc)}
+            report(key, run.rows[key])
     finally:
         server.stop()
         print(f"== {server.name}: stopped", flush=True)
     return run
+
+
+def report(key: str, r: dict) -> None:
+    note = f"  ({r['error']})" if r.get("error") else ""
+    print(
+        f"  {key:<48} {r.get('records', 0):>8} rec "
+        f"{r.get('records_per_s', 0):>10.0f} rec/s {r.get('mb_per_s', 0):>8.1f} MB/s{note}",
+        flush=True,
+    )
 
 
 def fmt_rate(row: dict | None, key: str, spec: str) -> str:
