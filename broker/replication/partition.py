@@ -202,6 +202,8 @@ class Partition:
         follower.update(fetch_offset, log_start, self.log.log_end_offset, now)
         if self.maybe_increment_hw():
             self.wake_hw_waiters()
+            # Consumers parked at the old HW (or LSO, for transactions) can read on.
+            self.wake_fetchers()
         if self.pending_isr is not None or replica_id in self.state.isr:
             return None
         if (

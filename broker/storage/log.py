@@ -469,7 +469,8 @@ class Log:
         self, fetch_offset: int, upper_bound: int, *, start_segment: int | None = None
     ) -> list[AbortedTxn]:
         """Aborted transactions with their marker at/after `fetch_offset` and their first
-        offset below `upper_bound`, from the segment holding `fetch_offset` onwards."""
+        offset below `upper_bound`, from the segment holding `fetch_offset` onwards: what a
+        read_committed fetch returns, and what a log cleaner needs to drop aborted records."""
         i = start_segment
         if i is None:
             i = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
@@ -491,16 +492,6 @@ class Log:
                 raise KafkaStorageError(
                     f"{self.dir.name}: writing .txnindex failed: {exc}"
                 ) from exc
-
-    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
-        """Every indexed aborted transaction whose ABORT marker lies in [start, end): what a
-        log cleaner needs to drop aborted records and their markers."""
-        return [
-            t
-            for seg in self._segments
-            for t in seg.txn_index.entries
-            if start <= t.last_offset < end
-        ]
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose timestamp is >= `timestamp`, or a special one
