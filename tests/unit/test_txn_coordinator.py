@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from odradek.broker.coordinator.transaction import TransactionConfig, TransactionCoordinator
 from odradek.broker.coordinator.transaction import formats as fmt
 from odradek.broker.coordinator.transaction.markers import MarkerEntry
@@ -18,6 +20,7 @@ from odradek.broker.coordinator.transaction.metadata import (
     TransactionMetadata,
     TxnState,
 )
+from odradek.broker.protocol import codec
 from odradek.broker.protocol.errors import ErrorCode as E
 from odradek.broker.protocol.errors import KafkaError
 from odradek.broker.records.record import (
@@ -185,6 +188,46 @@ def test_log_formats_are_kafkas():
     assert fmt.parse_key(b"\x00\x07junk") is None  # unknown key versions are skipped
     with pytest.raises(fmt.FormatError):
         fmt.parse_value(b"\x00\x09")
+    bad_state = bytearray(raw)
+    bad_state[16] = 42
+    with pytest.raises(fmt.FormatError):
+        fmt.parse_value(bytes(bad_state))
+
+
+def test_flexible_value_v1_is_read():
+    body = {
+        "producer_id": 9, "previous_producer_id": 8, "next_producer_id": -1, "producer_epoch": 2,
+        "transaction_timeout_ms": 1000, "transaction_status": 4,
+        "transaction_partitions": [], "transaction_last_update_timestamp_ms": 5,
+        "transaction_start_timestamp_ms": 4, "client_transaction_version": 2,
+    }  # fmt: skip
+    raw = b"\x00\x01" + codec.encode_body(fmt._VALUE, 1, "request", body)
+    assert fmt.parse_value(raw) == fmt.TxnLogValue(9, 2, 1000, 4, frozenset(), 5, 4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pid=st.integers(0, 2**63 - 1),
+    epoch=st.integers(0, 32767),
+    state=st.sampled_from([s.id for s in TxnState if s is not TxnState.PREPARE_EPOCH_FENCE]),
+    parts=st.frozensets(st.tuples(st.text(min_size=1, max_size=5), st.integers(0, 99))),
+)
+def test_value_round_trip(pid: int, epoch: int, state: int, parts: frozenset) -> None:
+    v = fmt.TxnLogValue(pid, epoch, 60000, state, parts if state else frozenset(), 7, -1)
+    assert fmt.parse_value(fmt.value_bytes(v)) == v
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80))
+def test_garbage_is_a_format_error(data: bytes) -> None:
+    try:
+        fmt.parse_key(data)
+    except fmt.FormatError:
+        pass
+    try:
+        fmt.parse_value(data)
+    except fmt.FormatError:
+        pass
 
 
 def test_state_machine_refuses_illegal_transitions():

@@ -19,6 +19,7 @@ from ..group.formats import partition_for
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
+MAX_STATE_ID = 7  # PrepareEpochFence; see metadata.TxnState
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
@@ -126,6 +127,8 @@ def parse_value(data: bytes | memoryview) -> TxnLogValue:
         b, _ = decode_body(_VALUE, version, "request", data, 2)
     except ProtocolError as e:
         raise FormatError(f"malformed TransactionLogValue v{version}: {e}") from e
+    if not 0 <= b["transaction_status"] <= MAX_STATE_ID:
+        raise FormatError(f"unknown transaction state id {b['transaction_status']}")
     partitions = frozenset(
         (t["topic"], p) for t in b["transaction_partitions"] or [] for p in t["partition_ids"]
     )
