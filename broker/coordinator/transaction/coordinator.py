@@ -350,22 +350,22 @@ class TransactionCoordinator:
 
     async def abort_timed_out(self) -> int:
         """Abort (fencing the producer) every Ongoing transaction past its timeout."""
-        aborted = 0
-        for txn_id, producer_id, _ in self.state.timed_out(self.clock()):
-            got = self.state.get(txn_id)
-            if isinstance(got, ErrorCode) or got[1] is None:
-                continue
-            md = got[1]
-            if md.producer_id != producer_id or md.pending or md.state is not TxnState.ONGOING:
-                continue
-            transit = md.prepare_fence_producer_epoch()
-            log.info("aborting the transaction of %s: open longer than its timeout of %d ms",
-                     txn_id, md.timeout_ms)  # fmt: skip
-            self._spawn(self._abort_fenced(txn_id, transit))
-            aborted += 1
-        return aborted
+        expired = self.state.timed_out(self.clock())
+        for txn_id, producer_id, _ in expired:
+            self._spawn(self._abort_timed_out(txn_id, producer_id))
+        return len(expired)
 
-    async def _abort_fenced(self, txn_id: str, transit: TxnTransit) -> None:
+    async def _abort_timed_out(self, txn_id: str, producer_id: int) -> None:
+        # Checked and fenced right before the abort starts: no request runs in between.
+        got = self.state.get(txn_id)
+        if isinstance(got, ErrorCode) or got[1] is None:
+            return
+        md = got[1]
+        if md.producer_id != producer_id or md.pending or md.state is not TxnState.ONGOING:
+            return
+        transit = md.prepare_fence_producer_epoch()
+        log.info("aborting the transaction of %s: open longer than its timeout of %d ms",
+                 txn_id, md.timeout_ms)  # fmt: skip
         code = await self._end_transaction(
             txn_id, transit.producer_id, transit.producer_epoch, False, from_client=False
         )
