@@ -6,9 +6,6 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DATA   ?= $(CURDIR)/data
 PYTEST_ARGS ?=
-# The repository's top-level operator/ directory (installed as odradek.operator) would shadow the
-# standard library's `operator` for `python -m` run from here; keep the cwd off sys.path.
-export PYTHONSAFEPATH := 1
 
 .PHONY: install system-deps run test unit integration bench lint format clean
 

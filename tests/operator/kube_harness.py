@@ -537,7 +537,7 @@ class Broker:
         cmd = [sys.executable, "-m", "odradek.broker.cli", "broker"]
         for key, value in self.overrides().items():
             cmd += ["--override", f"{key}={value}"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = Process(
             f"broker:{self.port}", cmd, self.work / "broker.log", env=env
         ).start()
@@ -565,7 +565,6 @@ class Operator:
             **OPERATOR_ENV,
             "KUBECONFIG": str(kube.kubeconfig),
             "PYTHONUNBUFFERED": "1",
-            "PYTHONSAFEPATH": "1",
             "ODRADEK_OPERATOR_METRICS_PORT": str(self.metrics_port),
             "ODRADEK_OPERATOR_METRICS_ADDRESS": "127.0.0.1",
         }

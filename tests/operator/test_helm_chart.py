@@ -895,7 +895,7 @@ def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
         "broker(chart)",
         [str(bin_dir / broker_c["command"][0]), *args],
         tmp_path / "broker.log",
-        env={**path_env, "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"},
+        env={**path_env, "PYTHONUNBUFFERED": "1"},
     ).start()
     try:
         wait_until(

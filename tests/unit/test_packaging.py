@@ -1,11 +1,15 @@
-"""The distribution installs `broker/` as odradek.broker and `operator/` as odradek.operator."""
+"""The distribution installs `broker/` as odradek.broker and `operator/odradek_operator/` as
+odradek.operator, and nothing in the repository root shadows a module of Python's own."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +32,38 @@ def test_editable_install_imports_every_module(tmp_path: Path) -> None:
         [sys.executable, "-c", IMPORT_ALL], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout.split()
     assert out[0] == str(ROOT / "broker" / "__init__.py")
-    assert out[1] == str(ROOT / "operator" / "__init__.py")
+    assert out[1] == str(ROOT / "operator" / "odradek_operator" / "__init__.py")
+
+
+BARE_IMPORTS = """
+import sys
+if sys.flags.no_site:  # nothing imported yet: the venv's packages come after the current directory
+    import site
+    site.addsitedir(sys.argv[1])
+import operator, confluent_kafka, kopf, odradek.broker.cli, odradek.operator.main
+print(operator.__file__)
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["-S"]], ids=["plain", "no-early-imports"])
+def test_bare_interpreter_in_repository_root_imports_clients_and_project(flags: list[str]) -> None:
+    """`python -c` (like `python -`, a REPL or a notebook) puts the current directory first on
+    sys.path: started in the repository root, it must still find the standard library's
+    `operator`, which confluent-kafka and kopf import. With -S the venv's site-packages are
+    added only after the current directory is on sys.path, so no early import of the real
+    `operator` (the editable install's finder makes one) can hide a shadowing directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    proc = subprocess.run(
+        [sys.executable, *flags, "-c", BARE_IMPORTS, site_packages],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not proc.stdout.strip().startswith(str(ROOT)), proc.stdout  # Python's own operator
 
 
 def test_wheel_contains_every_package_and_imports(tmp_path: Path) -> None:
