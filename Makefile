@@ -1,84 +1,97 @@
-# Odradek — developer entry points. Everything installs from the project's own files;
-# the venv and tool caches make a second run fast.
+# Odradek — developer entry points (`make help` lists them). Everything installs from the
+# project's own files; the venv and tool caches make a second run fast.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DATA   ?= $(CURDIR)/data
+PORT   ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test unit integration bench lint format clean
+.DEFAULT_GOAL := help
+.PHONY: help install system-deps run test unit integration bench lint format clean
 
+help: ## list the targets
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_-]+:[^#]*## / { printf "  make %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+# Quiet unless something is wrong: pip at -q, and setuptools' note that every editable install
+# gets (about folders named like the package, which this repository does not have) filtered out.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "make: Odradek needs Python 3.11 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1). Use make PYTHON=python3.11 ..." >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+	@echo "Installing Odradek and its test dependencies into $(VENV)"
+	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
+	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) ## create .venv and install Odradek into it (again when pyproject.toml changes)
+	@:
 
 # Debian packages the test suite drives (kcat is one of the real clients under test), ZooKeeper
 # and Apache Kafka's jars (its Java client and tools are clients under test too).
-system-deps:
+system-deps: install ## kcat (apt), ZooKeeper and Kafka's jars (Maven Central) for the tests
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "installing kcat (apt)"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 	bash scripts/install-zookeeper.sh >/dev/null
 	bash scripts/install-kafka.sh >/dev/null
 
-# One broker on 127.0.0.1:9092 with the embedded metadata store; data kept under ./data.
-run: install
-	$(VENV)/bin/odradek broker \
+# One broker on 127.0.0.1:$(PORT) with the embedded metadata store; data kept under $(DATA).
+run: install ## start one broker on 127.0.0.1:9092 (PORT=, DATA= to change), data in ./data
+	@echo "Starting one broker on 127.0.0.1:$(PORT), data in $(DATA)/kafka-logs; Ctrl-C stops it."
+	@echo "To use the odradek command in another terminal:  . $(abspath $(VENV))/bin/activate"
+	@exec $(VENV)/bin/odradek broker \
 	  --override broker.id=0 \
-	  --override listeners=PLAINTEXT://127.0.0.1:9092 \
+	  --override listeners=PLAINTEXT://127.0.0.1:$(PORT) \
 	  --override log.dirs=$(DATA)/kafka-logs
 
 # The whole suite, the operator's tests against a real kube-apiserver included (the Kubernetes
 # tools and helm build once from the Go module proxy into ~/.cache/odradek; Docker comes from
 # Debian and its daemon is started when it is not running).
-test: install system-deps k8s-tools helm docker
+test: install system-deps k8s-tools helm docker ## ruff and every test (installs what they need first)
 	$(VENV)/bin/ruff check broker operator tests bench scripts
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
-unit: install
+unit: install ## the unit tests only
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
 
-integration: install system-deps
+integration: install system-deps ## the integration tests only (real brokers and clients)
 	$(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
 
-bench: install system-deps
+bench: install system-deps ## Odradek and Apache Kafka side by side (bench/README.md)
 	PYTHONPATH=bench $(PY) bench/run.py
 
-lint: install
+lint: install ## ruff check and ruff format --check
 	$(VENV)/bin/ruff check broker operator tests bench scripts
 	$(VENV)/bin/ruff format --check broker operator tests bench scripts
 
-format: install
+format: install ## ruff format and ruff check --fix
 	$(VENV)/bin/ruff format broker operator tests bench scripts
 	$(VENV)/bin/ruff check --fix broker operator tests bench scripts
 
-clean:
+clean: ## remove .venv, build output and ./data
 	rm -rf $(VENV) build dist *.egg-info $(DATA)
 
 # Kubernetes control plane for the operator tests: etcd, kube-apiserver, kube-controller-manager
 # and kubectl built once from the Go module proxy (cached under ~/.cache/odradek).
 .PHONY: k8s-tools test-operator
-k8s-tools:
+k8s-tools: ## etcd, kube-apiserver, kube-controller-manager, kubectl (Go module proxy)
 	bash scripts/install-k8s-tools.sh
 
 # Only the operator's tests (against a real API server and real brokers).
-test-operator: install k8s-tools helm docker
+test-operator: install k8s-tools helm docker ## the operator's tests against a real API server
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest tests/operator $(PYTEST_ARGS)
 
 # Helm, built once from the Go module proxy (cached under ~/.cache/odradek/tools).
 .PHONY: helm docker image
-helm:
+helm: ## helm, built from the Go module proxy
 	bash scripts/install-helm.sh >/dev/null
 
 # Docker engine from Debian's docker.io, started when it is not running.
-docker:
+docker: ## Docker from Debian's docker.io, its daemon started
 	bash scripts/install-docker.sh
 
 # The image (broker and operator) from a locally made Debian base: no registry needed.
-image: install docker
+image: install docker ## the odradek:dev image from a locally made Debian base
 	bash scripts/build-image.sh
