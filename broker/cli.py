@@ -8,6 +8,7 @@
     odradek transactions list|describe ...        (transactional ids and their state)
     odradek ready [--broker-id N]                 (exit 0 when the broker serves the cluster)
     odradek wait-drained [--broker-id N]          (a preStop hook: wait while N is drained)
+    odradek kafka-tool NAME [ARGS ...]            (Apache Kafka's own tools, e.g. kafka-topics.sh)
 
 Client commands talk to --bootstrap-server (default 127.0.0.1:9092). A failure prints one line
 starting with "error:" on stderr and exits with status 1.
@@ -256,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up waiting after this long (default 60)",
     )
     p.add_argument("--interval", type=_seconds, default=1.0, help=argparse.SUPPRESS)
+
+    sub.add_parser(
+        "kafka-tool",
+        help="run one of Apache Kafka's tools (kafka-topics.sh, ...): kafka-tool --help",
+        add_help=False,
+    )
 
     p = sub.add_parser(
         "produce",
@@ -765,6 +772,12 @@ def run_broker_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["kafka-tool"]:
+        # Everything after the tool's name is the tool's own: no parsing here.
+        from .kafka_tools import main as kafka_tool
+
+        return kafka_tool(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "broker":
         return run_broker_command(args)

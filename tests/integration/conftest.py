@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -196,3 +197,18 @@ def kcat() -> str:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def kafka_libs() -> Path:
+    """Apache Kafka's jars as `odradek kafka-tool` fetches them (cached). No Java (or no way to
+    fetch the jars) skips the test, and fails it under CI=true."""
+    from odradek.broker import kafka_tools
+
+    try:
+        kafka_tools.find_java()
+        return kafka_tools.fetch(progress=sys.stderr)
+    except kafka_tools.KafkaToolsError as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(str(e), pytrace=False)
+        pytest.skip(str(e))

@@ -2,75 +2,50 @@
 and sink are built on, driven through Kafka 3.9's command-line classes (kafka-topics,
 kafka-configs, kafka-consumer-groups, the console and verifiable producer and consumer).
 
-The jars come from Maven Central through scripts/install-kafka.sh (cached); a missing JDK or
-Kafka skips these tests on a developer machine and fails them under CI=true.
+The tools run the way `odradek kafka-tool NAME` runs them (odradek.broker.kafka_tools: the pinned
+jars from Maven Central, cached); a missing JDK or Kafka skips these tests on a developer machine
+and fails them under CI=true.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from odradek.broker import kafka_tools
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120
 
 
-@pytest.fixture(scope="module")
-def kafka_libs() -> Path:
-    problem = None
-    if shutil.which("java") is None:
-        problem = "java is not installed"
-    else:
-        proc = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "install-kafka.sh")],
-            capture_output=True, text=True, timeout=1800, check=False,
-        )  # fmt: skip
-        if proc.returncode == 0:
-            return Path(proc.stdout.strip().splitlines()[-1])
-        problem = f"Kafka's jars could not be assembled: {proc.stderr[-2000:]}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(problem, pytrace=False)
-    pytest.skip(problem)
-
-
 @pytest.fixture
-def kafka(kafka_libs: Path, bootstrap: str, tmp_path: Path):
-    """Run one of Kafka's tool classes against the broker; returns the finished process."""
-    log4j = tmp_path / "log4j.properties"
-    log4j.write_text("log4j.rootLogger=ERROR, stderr\n"
-                     "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
-                     "log4j.appender.stderr.Target=System.err\n"
-                     "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
-                     "log4j.appender.stderr.layout.ConversionPattern=%p %c: %m%n\n")  # fmt: skip
+def kafka(kafka_libs: Path, bootstrap: str):
+    """Run one of Kafka's tools (by its bin/ name) against the broker; returns the finished
+    process."""
 
     def run(
-        main: str, *args: str, check: bool = True, stdin: str | None = None
+        tool: str, *args: str, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        cmd = ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{log4j}",
-               "-cp", f"{kafka_libs}/*", main, "--bootstrap-server", bootstrap, *args]  # fmt: skip
+        cmd = kafka_tools.command(tool, ["--bootstrap-server", bootstrap, *args])
         proc = subprocess.run(
             cmd, input=stdin, capture_output=True, text=True, timeout=TIMEOUT, check=False
         )
         if check and proc.returncode != 0:
-            pytest.fail(f"{main} {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
+            pytest.fail(f"{tool} {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
         return proc
 
     return run
 
 
-TOPICS = "org.apache.kafka.tools.TopicCommand"
-CONFIGS = "kafka.admin.ConfigCommand"
-GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
-CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
-CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
-VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
-VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
+TOPICS = "kafka-topics.sh"
+CONFIGS = "kafka-configs.sh"
+GROUPS = "kafka-consumer-groups.sh"
+CONSOLE_PRODUCER = "kafka-console-producer.sh"
+CONSOLE_CONSUMER = "kafka-console-consumer.sh"
+VERIFIABLE_PRODUCER = "kafka-verifiable-producer.sh"
+VERIFIABLE_CONSUMER = "kafka-verifiable-consumer.sh"
 
 
 def events(output: str) -> list[dict]:
@@ -176,9 +151,9 @@ def test_console_producer_and_consumer_keep_keys(kafka, new_topic) -> None:
     assert out.splitlines() == [f"k{i}:value {i}" for i in range(5)]
 
 
-ACLS = "kafka.admin.AclCommand"
-DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
-LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+ACLS = "kafka-acls.sh"
+DELETE_RECORDS = "kafka-delete-records.sh"
+LOG_DIRS = "kafka-log-dirs.sh"
 
 
 def test_kafka_acls(kafka_libs: Path, broker_factory, tmp_path: Path) -> None:
@@ -186,11 +161,10 @@ def test_kafka_acls(kafka_libs: Path, broker_factory, tmp_path: Path) -> None:
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS",
     })  # fmt: skip
-    cmd = ["java", "-Xmx256m", "-cp", f"{kafka_libs}/*", ACLS,
-           "--bootstrap-server", broker.bootstrap]  # fmt: skip
 
     def acls(*args: str) -> str:
-        proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=TIMEOUT)
+        cmd = kafka_tools.command(ACLS, ["--bootstrap-server", broker.bootstrap, *args])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc.stdout
 
