@@ -226,7 +226,9 @@ class _Database:
         except BlockingIOError:
             os.close(self._lock_fd)
             raise StoreLockedError(
-                directory, f"metadata store {directory} is in use by another process"
+                directory,
+                f"metadata store {directory} is in use by another process (another broker "
+                "with the same log.dirs?)",
             ) from None
         try:
             self._load()

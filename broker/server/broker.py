@@ -44,6 +44,7 @@ from ..replication.producer_ids import ProducerIdManager
 from ..replication.replica_manager import ReplicaManager
 from ..security.service import SecurityService
 from ..storage.checkpoint import META_PROPERTIES, read_properties
+from ..storage.errors import LogDirError
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
@@ -137,6 +138,7 @@ class Broker(BrokerControl):
         self._tick_task: asyncio.Task[None] | None = None
         # Set once the controller's metadata lists this broker: client requests wait for it.
         self.ready = asyncio.Event()
+        self.started = False  # start() completed (a failed start-up is not reported as a stop)
 
     # --- topic configuration ----------------------------------------------------------------
 
@@ -186,7 +188,17 @@ class Broker(BrokerControl):
                 ),
             )
         else:
-            self.store = await run_blocking(self.executor, EmbeddedStore, config.metadata_store_dir)
+            # The embedded store lives in the first log dir by default: check those first.
+            self.log_manager.check_dirs()
+            try:
+                self.store = await run_blocking(
+                    self.executor, EmbeddedStore, config.metadata_store_dir
+                )
+            except OSError as e:
+                raise LogDirError(
+                    f"cannot use metadata store directory {config.metadata_store_dir} "
+                    f"(metadata.store.dir): {e.strerror or e}"
+                ) from e
         self.zk = KafkaZk(self.store)
         # Leaders write their ISR changes to the partition state znodes (replication §3.4).
         self.replica_manager.attach(self.zk, self._io, config, self.inter_broker_security)
@@ -235,6 +247,7 @@ class Broker(BrokerControl):
         self.controller = Controller(self.broker_id, self.zk, config, self._channel_for)
         await self.controller.startup()
         self._tick_task = asyncio.create_task(self._tick_loop())
+        self.started = True
         log.info(
             "broker %d started (cluster %s) listening on %s",
             self.broker_id,
@@ -422,6 +435,7 @@ class Broker(BrokerControl):
         if (
             self.config.zookeeper_connect
             and self.zk is not None
+            and self.broker_epoch >= 0  # registered: there may be leadership to hand over
             and self.config.get("controlled.shutdown.enable")
         ):
             await self.controlled_shutdown()
@@ -445,7 +459,8 @@ class Broker(BrokerControl):
         if self.store is not None:
             await self._io(self.store.close)
         self.executor.shutdown(wait=True)
-        log.info("broker %d stopped", self.broker_id)
+        if self.started:
+            log.info("broker %d stopped", self.broker_id)
 
     # --- BrokerControl (what the controller tells this broker) -----------------------------
 

@@ -7,11 +7,18 @@ import logging
 import signal
 import sys
 
+from ..cluster.embedded_store import StoreLockedError
 from ..config import BrokerConfig, ConfigError, load_config
+from ..storage.errors import LogDirError
 from .broker import Broker
+from .network import ListenError
 from .tls import TlsConfigError
 
 log = logging.getLogger("odradek")
+
+# What stops a broker before it serves, told in one line (no traceback): its address is taken,
+# a data directory cannot be used, or another broker holds it.
+START_FAILURES = (ListenError, LogDirError, StoreLockedError)
 
 
 def _configure_logging() -> None:
@@ -28,7 +35,11 @@ async def _serve(config: BrokerConfig) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()  # let go of what did start: threads, locks, sockets
+        raise
     try:
         await stop.wait()
     finally:
@@ -61,4 +72,7 @@ def run_broker(config_path: str | None, overrides: list[str]) -> int:
         # Settings only checked when the broker is built (TLS stores, the inter-broker login).
         log.error("invalid configuration: %s", e)
         return 2
+    except START_FAILURES as e:
+        log.error("%s", e)
+        return 1
     return 0

@@ -46,6 +46,25 @@ class ConnectionClosed(Exception):
     """The peer went away or the connection was closed on purpose."""
 
 
+class ListenError(RuntimeError):
+    """A listener cannot bind its address; the message names the listener and says why."""
+
+
+_BIND_HINTS = {
+    errno.EADDRINUSE: "another process listens there, another broker or Kafka perhaps: stop it, "
+    "or choose another port in listeners",
+    errno.EADDRNOTAVAIL: "no network interface of this machine has that address: check the host "
+    "in listeners",
+    errno.EACCES: "ports below 1024 need privileges: choose a higher port in listeners",
+}
+
+
+def _bind_failure(listener: Listener, e: OSError) -> str:
+    hint = _BIND_HINTS.get(e.errno or 0)
+    where = f"{listener.name}://{listener.host}:{listener.port}"
+    return f"cannot listen on {where}: {e.strerror or e}" + (f" ({hint})" if hint else "")
+
+
 class CloseConnection(ValueError):
     """A request that gets no answer: the connection is closed and the reason logged."""
 
@@ -278,7 +297,11 @@ class SocketServer:
             family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((listener.host, listener.port))
+            try:
+                sock.bind((listener.host, listener.port))
+            except OSError as e:
+                sock.close()
+                raise ListenError(_bind_failure(listener, e)) from e
             sock.listen(512)
             sock.setblocking(False)
             self._sockets.append(sock)

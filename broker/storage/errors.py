@@ -34,7 +34,11 @@ class CorruptIndex(ValueError):
     """An index file disagrees with its segment; it is rebuilt from the log."""
 
 
-class LogDirInUse(RuntimeError):
+class LogDirError(RuntimeError):
+    """A log directory the broker cannot use; the message names it and says why."""
+
+
+class LogDirInUse(LogDirError):
     """Another process holds the lock of a log directory."""
 
 

@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -30,7 +31,7 @@ from .checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
-from .errors import InconsistentMetaProperties, LogDirInUse
+from .errors import InconsistentMetaProperties, LogDirError, LogDirInUse
 from .log import Log, now_ms, parse_topic_partition
 from .log_config import LogConfig
 
@@ -84,12 +85,25 @@ class LogManager:
 
     # -- start-up ------------------------------------------------------------------------------
 
+    def check_dirs(self) -> None:
+        """Create every log dir and make sure this process can write in it: LogDirError names
+        the first that fails (a missing permission, a file in the way, a read-only disk)."""
+        for log_dir in self.log_dirs:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=log_dir):
+                    pass
+            except OSError as e:
+                raise LogDirError(
+                    f"cannot use log directory {log_dir} (log.dirs): {e.strerror or e}"
+                ) from e
+
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
         """Lock the log dirs and load every log, recovering those of uncleanly stopped dirs."""
         self._topic_configs = dict(topic_configs or {})
         now = self.clock()
+        self.check_dirs()
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
             self._lock(log_dir)
             self._load_dir(log_dir, now)
         for log_dir in self.log_dirs:
@@ -108,7 +122,10 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LogDirInUse(f"{log_dir} is in use by another process") from None
+            raise LogDirInUse(
+                f"log directory {log_dir} is in use by another process (another broker with "
+                "the same log.dirs?)"
+            ) from None
         self._locks.append(fd)
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
@@ -304,7 +321,13 @@ class LogManager:
     # -- shutdown ------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers.
+        A manager that never started (a failed start-up) only lets go of its locks."""
+        if not self._started:
+            for fd in self._locks:
+                os.close(fd)
+            self._locks = []
+            return
         for log in self._logs.values():
             log.flush()
             log.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +94,92 @@ def test_properties_file_with_unknown_key_warns_and_serves(tmp_path: Path) -> No
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "no.such.setting" in out
+
+
+# --- first-run failures: one line saying what to fix, exit status 1, no traceback ---------------
+
+
+def _start_fails(args: list[str], cwd: Path | str, prefix: list[str] | None = None) -> str:
+    proc = subprocess.run(
+        [*(prefix or []), *CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line.split("] ", 1)[1] for line in proc.stderr.splitlines() if "] ERROR " in line]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def test_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        error = _start_fails(
+            ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+             "--override", f"log.dirs={tmp_path / 'data'}"],
+            tmp_path,
+        )  # fmt: skip
+    assert error == (
+        f"ERROR odradek: cannot listen on PLAINTEXT://127.0.0.1:{port}: Address already in use "
+        "(another process listens there, another broker or Kafka perhaps: stop it, or choose "
+        "another port in listeners)"
+    )
+
+
+def test_log_dir_that_is_not_a_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    log_dir = tmp_path / "a-file" / "kafka-logs"
+    error = _start_fails(
+        ["--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+         "--override", f"log.dirs={log_dir}"],
+        tmp_path,
+    )  # fmt: skip
+    assert error == f"ERROR odradek: cannot use log directory {log_dir} (log.dirs): Not a directory"
+
+
+def _unprivileged() -> list[str]:
+    """A command prefix that runs the broker as a user who cannot write where root can: nobody
+    (through util-linux's setpriv) when these tests run as root, else nothing."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import odradek.broker.cli"],
+                               capture_output=True, text=True, check=False)  # fmt: skip
+    except OSError as e:
+        probe = subprocess.CompletedProcess(prefix, 1, "", str(e))
+    if probe.returncode != 0:
+        pytest.skip(f"cannot run this Python as uid 65534: {probe.stderr[-300:]}")
+    return prefix
+
+
+def test_log_dir_without_write_permission_is_one_line(tmp_path: Path) -> None:
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    tmp_path.chmod(0o755)  # so that another user reaches read-only/
+    log_dir = read_only / "kafka-logs"
+    error = _start_fails(
+        ["--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+         "--override", f"log.dirs={log_dir}"],
+        "/",
+        _unprivileged(),
+    )  # fmt: skip
+    assert (
+        error == f"ERROR odradek: cannot use log directory {log_dir} (log.dirs): Permission denied"
+    )
+
+
+def test_second_broker_on_the_same_data_is_one_line(broker_factory) -> None:
+    first = broker_factory()
+    error = _start_fails(
+        ["--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+         "--override", f"log.dirs={first.data_dir}"],
+        first.data_dir.parent,
+    )  # fmt: skip
+    store = first.data_dir / "__odradek_metadata"
+    assert error == (
+        f"ERROR odradek: metadata store {store} is in use by another process (another broker "
+        "with the same log.dirs?)"
+    )
+    assert first.running
