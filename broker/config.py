@@ -333,13 +333,20 @@ class GzipLevel(Validator):
         return "[1,...,9] or -1"
 
 
+REPLICATION_THROTTLING_UNSUPPORTED = "replication throttling is not supported by Odradek"
+
+
 @dataclass(frozen=True)
 class ThrottledReplicas(Validator):
-    """`*` or a list of `partition:broker` pairs (replication throttling)."""
+    """`*` or a list of `partition:broker` pairs (replication throttling). Odradek does not
+    throttle replication, so only the empty default is accepted; Kafka's format is still
+    checked first, for Kafka's message about a malformed list."""
 
     def __call__(self, name: str, value: Any) -> None:
         items = [v.strip() for v in value or []]
         if items == ["*"] or all(re.fullmatch(r"\d+:\d+", v) for v in items):
+            if items:
+                raise ConfigError.invalid(name, value, REPLICATION_THROTTLING_UNSUPPORTED)
             return
         raise ConfigError.invalid(
             name,
@@ -650,9 +657,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     _t("file.delete.delay.ms", T.LONG, 60000, "Delay before a deleted segment's files are removed.", at_least(0), ["log.segment.delete.delay.ms"]),
     _t("flush.messages", T.LONG, LONG_MAX, "Messages between forced fsyncs.", at_least(1), ["log.flush.interval.messages"]),
     _t("flush.ms", T.LONG, LONG_MAX, "Time between forced fsyncs.", at_least(0), ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]),
-    _t("follower.replication.throttled.replicas", T.LIST, [], "Replicas whose follower-side replication is throttled.", ThrottledReplicas()),
+    _t("follower.replication.throttled.replicas", T.LIST, [], "Replicas whose follower-side replication is throttled (not supported).", ThrottledReplicas()),
     _t("index.interval.bytes", T.INT, 4096, "Bytes of log between offset index entries.", at_least(0), ["log.index.interval.bytes"]),
-    _t("leader.replication.throttled.replicas", T.LIST, [], "Replicas whose leader-side replication is throttled.", ThrottledReplicas()),
+    _t("leader.replication.throttled.replicas", T.LIST, [], "Replicas whose leader-side replication is throttled (not supported).", ThrottledReplicas()),
     _t("local.retention.bytes", T.LONG, -2, "Local size limit with tiered storage (-2: as retention.bytes).", at_least(-2), ["log.local.retention.bytes"]),
     _t("local.retention.ms", T.LONG, -2, "Local retention with tiered storage (-2: as retention.ms).", at_least(-2), ["log.local.retention.ms"]),
     _t("max.compaction.lag.ms", T.LONG, LONG_MAX, "Longest time a message may stay uncompacted.", at_least(1), ["log.cleaner.max.compaction.lag.ms"]),
@@ -688,8 +695,8 @@ TOPIC_SYNONYM_NAMES: frozenset[str] = frozenset(
 # Extra names AlterConfigs accepts for a broker although no static property exists (quotas).
 # fmt: off
 DYNAMIC_ONLY_BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
-    _d("leader.replication.throttled.rate", T.LONG, LONG_MAX, "Leader-side replication throttle in bytes/s.", M, at_least(0), PB),
-    _d("follower.replication.throttled.rate", T.LONG, LONG_MAX, "Follower-side replication throttle in bytes/s.", M, at_least(0), PB),
+    _d("leader.replication.throttled.rate", T.LONG, LONG_MAX, "Leader-side replication throttle in bytes/s (not supported).", M, MustBe(LONG_MAX, REPLICATION_THROTTLING_UNSUPPORTED), PB),
+    _d("follower.replication.throttled.rate", T.LONG, LONG_MAX, "Follower-side replication throttle in bytes/s (not supported).", M, MustBe(LONG_MAX, REPLICATION_THROTTLING_UNSUPPORTED), PB),
     _d("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, LONG_MAX, "Throttle of moves between log dirs in bytes/s.", M, at_least(0), PB),
 )
 # fmt: on

@@ -250,10 +250,14 @@ def _resource(rtype: ResourceType, name: str) -> str:
 
 def _config_error(rtype: ResourceType, name: str, e: ConfigError) -> KafkaError:
     if isinstance(e, UnknownConfigError):
-        return KafkaError(ErrorCode.INVALID_CONFIG, str(e))
-    return KafkaError(
-        ErrorCode.INVALID_CONFIG, f"Invalid config value for resource {_resource(rtype, name)}: {e}"
-    )
+        return _refused(rtype, name, str(e))
+    return _refused(rtype, name, f"Invalid config value for resource {_resource(rtype, name)}: {e}")
+
+
+def _refused(rtype: ResourceType, name: str, message: str) -> KafkaError:
+    """INVALID_CONFIG for a config the broker will not take, with a log line saying which."""
+    log.info("refused a config of %s %r: %s", rtype.name.lower(), name, message)
+    return KafkaError(ErrorCode.INVALID_CONFIG, message)
 
 
 class TopicAdmin:
@@ -358,7 +362,7 @@ class TopicAdmin:
         try:
             validate_topic_configs(props, self.config)
         except ConfigError as e:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            raise _refused(ResourceType.TOPIC, name, str(e)) from None
         topic_id = zk.ZERO_UUID
         if not validate_only:
             if admit is not None:
@@ -576,9 +580,7 @@ class TopicAdmin:
             else:
                 verb = "append" if op.op is AlterOp.APPEND else "subtract"
                 if topic and op.name not in TOPIC_CONFIGS:
-                    raise KafkaError(
-                        ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}"
-                    )
+                    raise _refused(rtype, name, f"Unknown topic config name: {op.name}")
                 if not list_config_type(op.name, topic=topic):
                     raise KafkaError(
                         ErrorCode.INVALID_REQUEST,

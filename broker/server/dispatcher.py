@@ -2,9 +2,12 @@
 
 Kafka's rules (reference §7.3): an unknown API key or an unsupported version closes the
 connection without an answer, except ApiVersions, which accepts any version and answers a
-too-new one with a v0 UNSUPPORTED_VERSION response listing only itself. On SASL listeners a
-connection that has not authenticated may only send ApiVersions and the SASL requests (or, after
-SaslHandshake v0, bare tokens); anything else closes it.
+too-new one with a v0 UNSUPPORTED_VERSION response listing only itself. An API Kafka 3.9 has but
+this broker does not serve (ApiVersions does not list it; clients that check never send it) is
+answered UNSUPPORTED_VERSION when its response has a top-level error code, so that a client says
+so instead of waiting; otherwise the connection is closed. Either way a warning names the API.
+On SASL listeners a connection that has not authenticated may only send ApiVersions and the SASL
+requests (or, after SaslHandshake v0, bare tokens); anything else closes it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import codec
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.messages import REGISTRY
 from ..wait_time import metered
 from .handlers import HANDLERS, RequestContext
 from .handlers.sasl import PRE_AUTH_APIS
@@ -42,6 +46,27 @@ _SERVED_BEFORE_READY = frozenset(
 )
 
 
+def _not_served(conn: Connection, header: codec.RequestHeader) -> list[Any]:
+    """An API of Kafka's that this broker does not serve: UNSUPPORTED_VERSION, or a closed
+    connection when the response has no top-level error code to carry it."""
+    api = REGISTRY[header.api_key]
+    version = header.api_version
+    what = f"{api.name} (API key {header.api_key}) v{version}"
+    fields = {f.name for f in api.response if version in f.versions}
+    if version not in api.versions or "error_code" not in fields:
+        raise CloseConnection(f"{what} is not served by this broker")
+    log.warning(
+        "%s from client %r on %s is not served by this broker: answered UNSUPPORTED_VERSION",
+        what,
+        header.client_id,
+        conn.id,
+    )
+    body: dict[str, Any] = {"error_code": ErrorCode.UNSUPPORTED_VERSION}
+    if "error_message" in fields:
+        body["error_message"] = f"{api.name} is not supported by this broker (Odradek)"
+    return codec.encode_response(header.api_key, version, header.correlation_id, body)
+
+
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -61,7 +86,9 @@ class Dispatcher:
             )
         spec = HANDLERS.get(header.api_key)
         if spec is None:
-            raise CloseConnection(f"unknown or unsupported API key {header.api_key}")
+            if header.api_key in REGISTRY:
+                return _not_served(conn, header)
+            raise CloseConnection(f"unknown API key {header.api_key}")
         version = header.api_version
         if version not in spec.versions:
             if header.api_key == ApiKey.API_VERSIONS and version > spec.versions.hi:

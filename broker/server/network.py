@@ -122,6 +122,8 @@ class Connection:
         # old clients also get their response only then.
         self.muted_until = 0.0
         self.delay_response = False
+        # Warnings already logged about this connection's requests (RequestContext.warn_once).
+        self.warned: set[str] = set()
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)

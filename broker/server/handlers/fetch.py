@@ -6,6 +6,7 @@ down-converted to message sets (Fetch v0-3).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from .. import authz
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
 from ..throttling import records_size
 from .registry import RequestContext, handles
+
+logger = logging.getLogger(__name__)
 
 INT32_MAX = 0x7FFFFFFF
 READ_COMMITTED = 1
@@ -328,6 +331,18 @@ def _read_all(
         if region is None or region.size == 0:
             continue
         if v <= 3:
+            if replica_id < 0 and not log.config.message_downconversion_enable:
+                # Kafka's answer to a consumer too old for the stored format when the topic
+                # forbids converting it.
+                ctx.warn_once(
+                    logger,
+                    f"Fetch v{v} of {w.topic} from client {ctx.header.client_id!r} needs records "
+                    "in an older format; message.downconversion.enable=false: answered "
+                    "UNSUPPORTED_VERSION",
+                )
+                part["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                any_error = True
+                continue
             try:
                 data = downconvert(region.read(), 0 if v <= 1 else 1, first_offset=w.fetch_offset)
             except RecordsError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,13 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def warn_once(self, logger: logging.Logger, message: str) -> None:
+        """Log a warning about something this connection asked for, once per connection: a
+        client retrying a refused request would otherwise repeat it many times a second."""
+        if message not in self.conn.warned:
+            self.conn.warned.add(message)
+            logger.warning("%s", message)
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
