@@ -17,8 +17,10 @@ help: ## list the targets
 # Quiet unless something is wrong: pip at -q, and setuptools' note that every editable install
 # gets (about folders named like the package, which this repository does not have) filtered out.
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
-	  echo "make: Odradek needs Python 3.11 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1). Use make PYTHON=python3.11 ..." >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "make: Odradek needs Python 3.11 or newer, and $(PYTHON) is $$($(PYTHON) -V 2>/dev/null || echo 'not found') (choose another with make PYTHON=python3.11 ...)" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
+	  echo "make: $(PYTHON) cannot create a virtualenv, its venv module has no ensurepip (Debian and Ubuntu: apt-get install python3-venv)" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 	@echo "Installing Odradek and its test dependencies into $(VENV)"
 	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel

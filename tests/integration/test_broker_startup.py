@@ -14,6 +14,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 CLI = [sys.executable, "-m", "odradek.broker.cli", "broker"]
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README_DATA = "/home/you/odradek/data"  # where the README's Troubleshooting examples keep data
 
 
 def _fails_naming(args: list[str], key: str, tmp_path: Path) -> None:
@@ -125,6 +127,7 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
         "(another process listens there, another broker or Kafka perhaps: stop it, or choose "
         "another port in listeners)"
     )
+    assert error.replace(f":{port}:", ":9092:") in README  # quoted in Troubleshooting
 
 
 def test_log_dir_that_is_not_a_directory_is_one_line(tmp_path: Path) -> None:
@@ -183,3 +186,4 @@ def test_second_broker_on_the_same_data_is_one_line(broker_factory) -> None:
         "with the same log.dirs?)"
     )
     assert first.running
+    assert error.replace(str(first.data_dir), f"{README_DATA}/kafka-logs") in README

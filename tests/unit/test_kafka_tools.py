@@ -18,6 +18,8 @@ import pytest
 from odradek.broker import kafka_tools
 from odradek.broker.kafka_tools import Jar, KafkaToolsError
 
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
@@ -139,6 +141,7 @@ def test_without_java_the_command_says_what_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr == f"error: {kafka_tools.JAVA_MISSING}\n"
     assert not (tmp_path / "kafka").exists(), "nothing is fetched without Java"
+    assert proc.stderr in README  # its Troubleshooting section quotes it
 
 
 def test_list_and_usage(tmp_path: Path) -> None:

@@ -35,3 +35,45 @@ def test_make_help_lists_every_target_once() -> None:
     assert all(line.startswith("  make ") and len(line.split()) > 2 for line in out.splitlines())
     assert sorted(listed) == sorted(set(makefile_targets())), out
     assert "help" in listed and "run" in listed
+
+
+def fake_python(path: Path, script: str) -> Path:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            'case "$*" in -V) echo "Python 3.9.2";; *version_info*) exit 1;; esac\n',
+            "make: Odradek needs Python 3.11 or newer, and {python} is Python 3.9.2 (choose "
+            "another with make PYTHON=python3.11 ...)",
+        ),
+        (
+            'case "$*" in *ensurepip*) exit 1;; esac\n',
+            "make: {python} cannot create a virtualenv, its venv module has no ensurepip "
+            "(Debian and Ubuntu: apt-get install python3-venv)",
+        ),
+    ],
+    ids=["too-old", "no-ensurepip"],
+)
+def test_make_install_says_what_is_wrong_with_python(
+    tmp_path: Path, script: str, message: str
+) -> None:
+    python = fake_python(tmp_path / "python3", script)
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "install", f"PYTHON={python}", f"VENV={tmp_path / 'v'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines()[0] == message.format(python=python)
+    assert not (tmp_path / "v").exists()
+    # The README's Troubleshooting section quotes it (for python3, a 3.10).
+    quoted = message.format(python="python3").replace("3.9.2", "3.10.12")
+    assert quoted in (ROOT / "README.md").read_text()
