@@ -30,14 +30,18 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install Odradek into it (again when pyproject.toml changes)
 	@:
 
-# Debian packages the test suite drives (kcat is one of the real clients under test), ZooKeeper
-# and Apache Kafka's jars (its Java client and tools are clients under test too).
-system-deps: install ## kcat (apt), ZooKeeper and Kafka's jars (Maven Central) for the tests
-	@command -v kcat >/dev/null 2>&1 || { \
-	  echo "installing kcat (apt)"; \
-	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
-	bash scripts/install-zookeeper.sh >/dev/null
-	bash scripts/install-kafka.sh >/dev/null
+# Debian packages the test suite drives (kcat is one of the real clients under test; ip puts the
+# README test in a network namespace of its own), ZooKeeper and Apache Kafka's jars (its Java
+# client and tools are clients under test too).
+system-deps: install ## kcat and ip (apt), ZooKeeper and Kafka's jars (Maven Central) for the tests
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (apt)"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@bash scripts/install-zookeeper.sh >/dev/null
+	@bash scripts/install-kafka.sh >/dev/null
 
 # One broker on 127.0.0.1:$(PORT) with the embedded metadata store; data kept under $(DATA).
 run: install ## start one broker on 127.0.0.1:9092 (PORT=, DATA= to change), data in ./data
