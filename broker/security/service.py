@@ -9,6 +9,7 @@ plus `new_sasl_server` per listener.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
@@ -21,9 +22,11 @@ from .acl import AclAuthorizer, AclCache, parse_super_users
 from .acl_store import AclChangeListener
 from .credentials import ScramCredentialCache
 from .plain import plain_users
-from .sasl import SaslServer, enabled_mechanisms, new_sasl_server
+from .sasl import SUPPORTED_MECHANISMS, SaslServer, enabled_mechanisms, new_sasl_server
 from .scram import TokenLookup
 from .tokens import DelegationTokenManager, TokenSettings
+
+log = logging.getLogger(__name__)
 
 ConfigGetter = Callable[[str], Any]
 
@@ -80,7 +83,23 @@ class SecurityService:
         await self._io(self.quotas.cache.reload_entity, self.zk, entity_type, name)
 
     def sasl_mechanisms(self, listener: str) -> list[str]:
-        return enabled_mechanisms(self._get, listener)
+        """The mechanisms `listener` enables that Odradek offers (what SaslHandshake lists)."""
+        return [m for m in enabled_mechanisms(self._get, listener) if m in SUPPORTED_MECHANISMS]
+
+    def warn_unsupported_sasl(self, listener: str) -> None:
+        """One warning at start-up for configured mechanisms Odradek does not offer: clients
+        asking for them get UNSUPPORTED_SASL_MECHANISM."""
+        unsupported = [
+            m for m in enabled_mechanisms(self._get, listener) if m not in SUPPORTED_MECHANISMS
+        ]
+        if unsupported:
+            log.warning(
+                "listener %s: SASL mechanism %s not supported by Odradek (it offers %s); "
+                "clients that ask for it get UNSUPPORTED_SASL_MECHANISM",
+                listener,
+                ", ".join(unsupported),
+                ", ".join(SUPPORTED_MECHANISMS),
+            )
 
     def new_sasl_server(self, listener: str, mechanism: str) -> SaslServer:
         """Raises UnsupportedSaslMechanismError when `listener` does not enable `mechanism`."""

@@ -226,6 +226,9 @@ class Broker(BrokerControl):
         await self.group_coordinator.start()
         await self.txn_coordinator.start()
         self.security = SecurityService(self.zk, config.get_raw, executor=self.executor)
+        for ep in config.listeners:
+            if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                self.security.warn_unsupported_sasl(ep.listener)
         await self.security.start()
         await self.server.start()
         port = config.get("prometheus.metrics.port")
