@@ -117,16 +117,20 @@ def missing_jars(libs: Path, jars: Sequence[Jar] = PINNED) -> list[Jar]:
 class _Progress:
     """One line on stderr: rewritten in place on a terminal, printed at start and end otherwise."""
 
-    def __init__(self, out: TextIO | None, jars: list[Jar], source: str, libs: Path) -> None:
+    def __init__(
+        self, out: TextIO | None, jars: list[Jar], source: str, libs: Path, *, first: bool
+    ) -> None:
         self.out = out
         self.tty = out is not None and out.isatty()
         self.total_jars, self.total_bytes = len(jars), sum(j.size for j in jars)
         self.jars = self.bytes = 0
         self.lock = threading.Lock()
+        why = "first use" if first else "some are missing"
         self.prefix = (
-            f"Fetching Apache Kafka {KAFKA_VERSION}'s tools from {source} into {libs} (first use)"
+            f"Fetching Apache Kafka {KAFKA_VERSION}'s tools from {source} into {libs} ({why})"
         )
-        self._write(f"{self.prefix}: {self.total_jars} jars, {self._mb(self.total_bytes)} MB")
+        self.count = f"{self.total_jars} jar{'s' if self.total_jars != 1 else ''}"
+        self._write(f"{self.prefix}: {self.count}, {self._mb(self.total_bytes)} MB")
 
     @staticmethod
     def _mb(n: int) -> str:
@@ -147,12 +151,12 @@ class _Progress:
             self.jars += jar_done
             if self.tty:
                 self._write(
-                    f"{self.prefix}: {self.jars}/{self.total_jars} jars, "
+                    f"{self.prefix}: {self.jars} of {self.count}, "
                     f"{self._mb(self.bytes)} of {self._mb(self.total_bytes)} MB"
                 )
 
     def done(self) -> None:
-        self._write(f"{self.prefix}: done, {self.total_jars} jars", final=True)
+        self._write(f"{self.prefix}: done, {self.count}", final=True)
 
 
 def _download(jar: Jar, repository: str, libs: Path, progress: _Progress) -> None:
@@ -199,7 +203,7 @@ def fetch(
     if missing:
         libs.mkdir(parents=True, exist_ok=True)
         source = "Maven Central" if repository == MAVEN_CENTRAL else repository
-        meter = _Progress(progress, missing, source, libs)
+        meter = _Progress(progress, missing, source, libs, first=len(missing) == len(jars))
         with concurrent.futures.ThreadPoolExecutor(DOWNLOAD_THREADS) as pool:
             futures = [pool.submit(_download, jar, repository, libs, meter) for jar in missing]
             for future in concurrent.futures.as_completed(futures):

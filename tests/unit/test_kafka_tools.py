@@ -77,8 +77,10 @@ def test_fetch_downloads_missing_jars_once_with_a_progress_line(repository, tmp_
     assert again.getvalue() == ""
     # A truncated jar (an interrupted copy) is fetched again.
     (libs / jars[2].name).write_bytes(b"torn")
-    kafka_tools.fetch(home, repository=url, progress=io.StringIO(), jars=jars)
+    repaired = io.StringIO()
+    kafka_tools.fetch(home, repository=url, progress=repaired, jars=jars)
     assert (libs / jars[2].name).stat().st_size == jars[2].size
+    assert repaired.getvalue().splitlines()[0] == f"{prefix} (some are missing): 1 jar, 0.1 MB"
 
 
 def test_fetch_refuses_a_jar_that_does_not_match_its_checksum(repository, tmp_path) -> None:
