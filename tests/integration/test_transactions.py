@@ -22,14 +22,14 @@ import pytest
 import test_clients_java as java_tools
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from odradek.broker import kafka_tools
 from odradek.broker.client.admin import AdminClient
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.storage.txn_index import ENTRY_SIZE
 
 HERE = Path(__file__).resolve().parent
-# Kafka's jars and tool runner, shared with the Java client tests.
-kafka_libs = java_tools.kafka_libs
+# Kafka's tool runner, shared with the Java client tests (kafka_libs comes from conftest).
 kafka = java_tools.kafka
 CONSOLE_CONSUMER = java_tools.CONSOLE_CONSUMER
 TIMEOUT = 60
@@ -284,7 +284,7 @@ def test_aiokafka_transactional_producer(bootstrap: str, new_topic) -> None:
     assert got == sorted(f"aio-{i}".encode() for i in range(10))
 
 
-PERF_PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
+PERF_PRODUCER = "kafka-producer-perf-test.sh"
 
 
 def test_java_transactional_producer_and_read_committed_console_consumer(
@@ -304,10 +304,12 @@ def test_java_transactional_producer_and_read_committed_console_consumer(
     p.flush(TIMEOUT)
     p.abort_transaction(TIMEOUT)
     perf = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{kafka_libs}/*", PERF_PRODUCER, "--topic", topic,
-         "--num-records", str(n), "--throughput", "-1", "--payload-monotonic",
-         "--transactional-id", f"java-{topic}", "--transaction-duration-ms", "100",
-         "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all"],
+        kafka_tools.command(PERF_PRODUCER, [
+            "--topic", topic, "--num-records", str(n), "--throughput", "-1",
+            "--payload-monotonic", "--transactional-id", f"java-{topic}",
+            "--transaction-duration-ms", "100",
+            "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+        ]),
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert perf.returncode == 0, perf.stderr[-3000:]
@@ -320,7 +322,7 @@ def test_java_transactional_producer_and_read_committed_console_consumer(
     assert sorted(map(int, lines)) == list(range(n))
 
 
-TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+TRANSACTIONS_TOOL = "kafka-transactions.sh"
 
 
 def test_transactions_cli_admin_and_kafka_transactions_tool(
@@ -366,7 +368,7 @@ def test_transactions_cli_admin_and_kafka_transactions_tool(
     assert txn_id in kafka(TRANSACTIONS_TOOL, "list").stdout
 
 
-DUMP_LOG = "kafka.tools.DumpLogSegments"
+DUMP_LOG = "kafka-dump-log.sh"
 
 
 def test_kafka_dump_log_decodes_transaction_state_and_markers(
@@ -389,7 +391,7 @@ def test_kafka_dump_log_decodes_transaction_state_and_markers(
 
     def dump(*args: str) -> str:
         proc = subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{kafka_libs}/*", DUMP_LOG, *args],
+            kafka_tools.command(DUMP_LOG, args),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert proc.returncode == 0 and "Exception" not in proc.stderr, proc.stderr[-3000:]
