@@ -878,6 +878,9 @@ def test_rendered_config_runs(helm: Path, tmp_path: Path) -> None:
         f"zookeeper.connect=127.0.0.1:{zk_port}{chroot}",
         "--override",
         f"log.dirs={tmp_path / 'broker-data' / 'logs'}",
+        # the chart's fixed metrics port may be taken by another process on this machine
+        "--override",
+        f"prometheus.metrics.port={free_port()}",
     ]
     bin_dir = Path(sys.executable).parent
     path_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
