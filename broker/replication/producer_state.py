@@ -628,6 +628,7 @@ class LogProducerState(ProducerStateManager):
         self.reload()
         log.on_roll = self._on_roll
         log.on_close = self._on_close
+        log.active_producers = self.last_batch_offsets
 
     def reload(self) -> None:
         """Rebuild from the newest snapshot and the log after it. After a crash the replay
@@ -652,6 +653,10 @@ class LogProducerState(ProducerStateManager):
         if first is None:
             return high_watermark
         return max(min(first, high_watermark), self.log.log_start_offset)
+
+    def last_batch_offsets(self) -> dict[int, int]:
+        """producer id -> last offset of its last batch: batches the cleaner must keep."""
+        return {pid: e.last_offset for pid, e in self.producers.items() if e.batches}
 
     def duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         """What the append of a retried batch answers: the original batch's offsets."""

@@ -45,6 +45,7 @@ from ..replication.replica_manager import ReplicaManager
 from ..security.service import SecurityService
 from ..storage.checkpoint import META_PROPERTIES, read_properties
 from ..storage.errors import LogDirError
+from ..storage.log_cleaner import CleanerConfig
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
@@ -223,6 +224,7 @@ class Broker(BrokerControl):
         self._topic_overrides.update(overrides)
         self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
+        self.log_manager.start_cleaner(CleanerConfig.from_broker_config(config), self._on_loop)
         await self.group_coordinator.start()
         await self.txn_coordinator.start()
         self.security = SecurityService(self.zk, config.get_raw, executor=self.executor)
@@ -271,6 +273,16 @@ class Broker(BrokerControl):
     async def _allocate_producer_ids(self) -> Any:
         assert self.zk is not None
         return await self._io(self.zk.allocate_producer_id_block, self.broker_id)
+
+    def _on_loop(self, fn: Any) -> Any:
+        """From another thread (the log cleaner's): run `fn` on the event loop, which owns the
+        logs, and return its result."""
+        assert self._loop is not None
+
+        async def call() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
 
     def _channel_for(self, registration: zk.BrokerRegistration) -> BrokerControl:
         if registration.id == self.broker_id:
@@ -458,6 +470,7 @@ class Broker(BrokerControl):
             await self.config_changes.stop()
         if self.security is not None:
             await self.security.stop()
+        await asyncio.to_thread(self.log_manager.stop_cleaner)
         self.log_manager.shutdown()
         if self.store is not None:
             await self._io(self.store.close)

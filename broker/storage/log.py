@@ -17,13 +17,14 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from ..records import batch as rb
 from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
 from .checkpoint import fsync_dir as _fsync_dir
+from .crash_points import crash_point
 from .errors import (
     CorruptIndex,
     KafkaStorageError,
@@ -35,12 +36,15 @@ from .file_slice import FileSlice
 from .leader_epoch import LeaderEpochCache
 from .log_config import LogConfig
 from .segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
     BatchAppend,
     LogSegment,
+    segment_paths,
 )
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
@@ -53,11 +57,27 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
-_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _next_offset_of_file(path: Path, base: int) -> int:
+    """One past the last offset of the batches in a segment file (`base` when it has none)."""
+    next_offset = base
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos + rb.HEADER_SIZE <= size:
+            header = rb.parse_header(os.pread(fd, rb.HEADER_SIZE, pos))
+            next_offset = header.last_offset + 1
+            pos += header.size
+    finally:
+        os.close(fd)
+    return next_offset
 
 
 def parse_topic_partition(name: str) -> tuple[str, int] | None:
@@ -113,6 +133,12 @@ class Log:
         # Base offset of the first segment recovery rebuilt (its .txnindex included), or None:
         # the producer state replays the log from there to write the aborted transactions again.
         self.recovered_from: int | None = None
+        # For the cleaner: producer id -> offset of its last batch (those batches must stay).
+        self.active_producers: Callable[[], dict[int, int]] | None = None
+        # Bumped by every truncation: a cleaning planned before one is not swapped in.
+        self.generation = 0
+        # The lowest offset a truncation cut the log to since the cleaner last looked.
+        self.truncated_to: int | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         self._load(recovery_point, log_start_offset, clean_shutdown)
         self.last_flush_ms = self.clock()
@@ -121,6 +147,7 @@ class Log:
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         now = self.clock()
+        self._complete_swaps()
         bases: set[int] = set()
         index_files: list[tuple[int, Path]] = []
         for entry in os.scandir(self.dir):
@@ -186,6 +213,39 @@ class Log:
             # Recovery cut the log below a start offset DeleteRecords had already moved past.
             self.truncate_fully_and_start_at(self._log_start)
 
+    def _complete_swaps(self) -> None:
+        """Finish a cleaner swap a crash interrupted, as Kafka's loader does. A `.log.swap`
+        file is a complete, fsynced cleaned segment (renaming it was the commit), so the
+        segments whose base offsets fall in its offset range go and it takes its own name;
+        index `.swap` files without their log are from a swap that never committed."""
+        names = os.listdir(self.dir)
+        swaps = [n for n in names if n.endswith(SWAP_SUFFIX)]
+        if not swaps:
+            return
+        ranges = []
+        for name in swaps:
+            match = _SEGMENT_FILE.match(name[: -len(SWAP_SUFFIX)])
+            if match is not None and match.group(2) == LOG_SUFFIX:
+                base = int(match.group(1))
+                end = _next_offset_of_file(self.dir / name, base)
+                ranges.append((base, max(end, base + 1)))
+        committed = {base for base, _ in ranges}
+        for name in names:
+            match = _SEGMENT_FILE.match(name)
+            if match is not None and any(lo <= int(match.group(1)) < hi for lo, hi in ranges):
+                logger.info("%s: deleting %s, replaced by a cleaned segment", self.dir, name)
+                os.unlink(self.dir / name)
+        for name in swaps:
+            final = name[: -len(SWAP_SUFFIX)]
+            match = _SEGMENT_FILE.match(final)
+            if match is None or int(match.group(1)) not in committed:
+                logger.info("%s: deleting %s from a swap that never committed", self.dir, name)
+                os.unlink(self.dir / name)
+                continue
+            logger.info("%s: completing the interrupted swap of %s", self.dir, final)
+            os.replace(self.dir / name, self.dir / final)
+        _fsync_dir(self.dir)
+
     def _check_active(self, seg: LogSegment) -> None:
         """The last segment's indexes must not point at offsets past the end of the log."""
         if seg.offset_index.entries and seg.offset_index.last_entry()[0] >= self._leo:
@@ -211,6 +271,44 @@ class Log:
                 del self._segments[i + 1 :]
                 break
         self._bases = [s.base_offset for s in self._segments]
+
+    def replace_segments(self, base: int, old_bases: Sequence[int], generation: int) -> bool:
+        """Put the cleaner's `<base>.*.cleaned` segment in place of the segments at
+        `old_bases`; False (nothing changed) when those are no longer the log's, unchanged.
+
+        Crash-safe in Kafka's order: the cleaned files become `.swap` (the log file first:
+        that rename commits), the old segments become `.deleted` (their fds stay open for
+        in-flight reads until file.delete.delay.ms), then the `.swap` suffix goes.
+        """
+        if self._closed or generation != self.generation or not old_bases:
+            return False
+        try:
+            i = self._bases.index(old_bases[0])
+        except ValueError:
+            return False
+        old = self._segments[i : i + len(old_bases)]
+        if [s.base_offset for s in old] != list(old_bases) or self.active_segment in old:
+            return False
+        cleaned = segment_paths(self.dir, base, CLEANED_SUFFIX)
+        swap = segment_paths(self.dir, base, SWAP_SUFFIX)
+        present = [i for i, path in enumerate(cleaned) if i == 0 or path.exists()]
+        for i in present:
+            os.replace(cleaned[i], swap[i])
+        crash_point("cleaner-swap-renamed")
+        self._remove_segments(old)
+        crash_point("cleaner-old-deleted")
+        final = segment_paths(self.dir, base)
+        for i in present:
+            os.replace(swap[i], final[i])
+        _fsync_dir(self.dir)
+        self._segments.insert(i, LogSegment(self.dir, base, self.config, now_ms=self.clock()))
+        self._bases = [s.base_offset for s in self._segments]
+        crash_point("cleaner-swapped")
+        return True
+
+    def _note_truncation(self, offset: int) -> None:
+        self.generation += 1
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -645,6 +743,7 @@ class Log:
         if offset < self._log_start:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._note_truncation(offset)
         self._remove_segments([s for s in self._segments if s.base_offset > offset])
         active = self.active_segment
         active.truncate_to(offset, self.config, self.clock())
@@ -657,6 +756,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
+        self._note_truncation(offset)
         doomed = list(self._segments)
         self._segments, self._bases = [], []
         self._remove_segments(doomed)

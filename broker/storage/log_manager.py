@@ -4,7 +4,8 @@ Start-up loads every `<topic>-<partition>` directory (crash recovery when a dire
 clean-shutdown marker), `tick(now_ms)` does the periodic work (retention, flushes, delayed file
 deletion, checkpoints) and `shutdown()` flushes, checkpoints and leaves the marker. Per log dir
 the files are Kafka's: meta.properties, recovery-point-offset-checkpoint,
-replication-offset-checkpoint, log-start-offset-checkpoint and .kafka_cleanshutdown.
+replication-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint and
+.kafka_cleanshutdown. The log cleaner (compaction) runs beside it once `start_cleaner` is called.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from .checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from .cleaner_manager import CleanerManager
 from .errors import InconsistentMetaProperties, LogDirError, LogDirInUse
 from .log import Log, now_ms, parse_topic_partition
+from .log_cleaner import CleanerConfig, LogCleaner, RunOnOwner
 from .log_config import LogConfig
 
 logger = logging.getLogger(__name__)
@@ -82,6 +85,8 @@ class LogManager:
         self._locks: list[int] = []
         self._next: dict[str, int] = {}
         self._started = False
+        self.cleaner_manager = CleanerManager(self, clock=clock)
+        self.cleaner: LogCleaner | None = None
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -189,6 +194,33 @@ class LogManager:
             if stored_cluster is None and cluster_id is not None:
                 write_meta_properties(path, broker_id, cluster_id)
 
+    # -- the log cleaner -----------------------------------------------------------------------
+
+    def start_cleaner(
+        self, config: CleanerConfig, run_on_owner: RunOnOwner, *, in_process: bool = False
+    ) -> LogCleaner | None:
+        """Start compaction (when log.cleaner.enable); `run_on_owner(fn)` must run `fn` on the
+        thread that drives these logs and return its result."""
+        if not config.enable or config.threads < 1:
+            return None
+        self.cleaner = LogCleaner(self.cleaner_manager, config, run_on_owner, in_process=in_process)
+        self.cleaner.startup()
+        return self.cleaner
+
+    def stop_cleaner(self) -> None:
+        """Blocking: call it off the owner's thread (the cleaner threads may need it)."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+            self.cleaner = None
+
+    # -- log dirs ------------------------------------------------------------------------------
+
+    def online_dirs(self) -> list[Path]:
+        return list(self.log_dirs)
+
+    def dir_failed(self, log_dir: Path, reason: str) -> None:
+        logger.error("log dir %s failed: %s", log_dir, reason)
+
     # -- logs ----------------------------------------------------------------------------------
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -252,6 +284,7 @@ class LogManager:
         log_dir = self._log_dir_of.pop(tp, None)
         if log is None or log_dir is None:
             return False
+        self.cleaner_manager.forget(tp, log_dir)
         log.rename_dir(log_dir / delete_dir_name(topic, partition))
         self._doomed.append((self.clock() + log.config.file_delete_delay_ms, log, log.dir))
         self._checkpointed_hw.pop(tp, None)

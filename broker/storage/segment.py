@@ -28,11 +28,24 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# Kafka's suffixes for a cleaned segment being written, and one being swapped into the log.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _RECOVERY_CHUNK = 4 << 20
 
 
 def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> list[Path]:
+    """The `.log`, `.index`, `.timeindex` and `.txnindex` files of a segment (with `suffix`
+    appended); the `.txnindex` exists only once a transaction aborted in the segment."""
+    stem = file_stem(base_offset)
+    return [
+        Path(directory) / f"{stem}{ext}{suffix}"
+        for ext in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXN_INDEX_SUFFIX)
+    ]
 
 
 class BatchAppend(NamedTuple):
@@ -53,25 +66,29 @@ class LogSegment:
         *,
         now_ms: int,
         active: bool = False,
+        suffix: str = "",
     ) -> None:
+        """`suffix` names files beside the log's own (the cleaner writes `.cleaned` ones)."""
         self.base_offset = base_offset
         stem = Path(directory) / file_stem(base_offset)
-        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        self.log_path = stem.with_name(stem.name + LOG_SUFFIX + suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
-            stem.with_name(stem.name + INDEX_SUFFIX),
+            stem.with_name(stem.name + INDEX_SUFFIX + suffix),
             base_offset,
             config.segment_index_bytes,
             active=active,
         )
         self.time_index = TimeIndex(
-            stem.with_name(stem.name + TIMEINDEX_SUFFIX),
+            stem.with_name(stem.name + TIMEINDEX_SUFFIX + suffix),
             base_offset,
             config.segment_index_bytes,
             active=active,
         )
-        self.txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX), base_offset)
+        self.txn_index = TransactionIndex(
+            stem.with_name(stem.name + TXN_INDEX_SUFFIX + suffix), base_offset
+        )
         self.index_interval_bytes = config.index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.created_ms = now_ms
@@ -178,7 +195,8 @@ class LogSegment:
         ts = self.max_timestamp
         return ts if ts >= 0 else self.last_modified_ms
 
-    def _rolling_based_timestamp(self) -> int | None:
+    def first_batch_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what roll and max.compaction.lag.ms look at)."""
         if self._rolling_timestamp is None and self.size > 0:
             self._rolling_timestamp = self.header_at(0).max_timestamp
         return self._rolling_timestamp
@@ -189,7 +207,7 @@ class LogSegment:
         """Kafka's roll rules: size, age (first batch timestamp or creation), full indexes."""
         if self.size == 0:
             return last_offset - self.base_offset > INT_MAX
-        rolling = self._rolling_based_timestamp()
+        rolling = self.first_batch_timestamp()
         waited = (
             max_timestamp - rolling
             if rolling is not None and rolling >= 0

@@ -1,0 +1,148 @@
+"""Rewriting a v2 batch with only some of its records, as the log cleaner does.
+
+Records are scanned rather than decoded: for each one only its span in the batch body, its
+offset and timestamp deltas, its key and whether it has a value are read. Retained records are
+copied as the bytes they are; only when a batch gets a delete horizon (KIP-534: its base
+timestamp becomes the time after which its tombstones may go, flagged in the attributes) are
+their timestamp deltas re-encoded. The rewritten batch keeps the original base offset, last
+offset delta, producer fields and partition leader epoch, so offsets and idempotent producers'
+sequences survive compaction; compressed batches are recompressed with their own codec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from . import batch as b
+from .batch import BatchHeader, InvalidRecordError
+from .compression import Codec, codec_of, compress
+from .record import read_varint, write_varint
+
+
+class RecordSpan(NamedTuple):
+    """Where one record sits in a batch body, and what the cleaner needs to know of it."""
+
+    start: int  # the record's length varint
+    attributes: int  # its attributes byte (start of the length-counted part)
+    after_timestamp: int  # just after its timestamp delta (the offset delta starts here)
+    end: int
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    has_value: bool
+
+
+def scan_records(body: bytes, count: int) -> list[RecordSpan]:
+    """The spans of the `count` records filling `body`; InvalidRecordError when they do not."""
+    spans = []
+    pos = 0
+    end = len(body)
+    try:
+        for _ in range(count):
+            length, attributes = read_varint(body, pos)
+            stop = attributes + length
+            if length < 0 or stop > end:
+                raise InvalidRecordError("record length past the end of the batch")
+            ts_delta, after_ts = read_varint(body, attributes + 1)
+            offset_delta, p = read_varint(body, after_ts)
+            key_len, p = read_varint(body, p)
+            if key_len >= 0:
+                key: bytes | None = body[p : p + key_len]
+                p += key_len
+            else:
+                key = None
+            value_len, p = read_varint(body, p)
+            if p > stop:
+                raise InvalidRecordError("record fields past the record's length")
+            spans.append(
+                RecordSpan(pos, attributes, after_ts, stop, offset_delta, ts_delta, key,
+                           value_len >= 0)
+            )  # fmt: skip
+            pos = stop
+    except IndexError:
+        raise InvalidRecordError("truncated record") from None
+    if pos != end:
+        raise InvalidRecordError("bytes left after the batch's declared record count")
+    return spans
+
+
+def rebuild_batch(
+    header: BatchHeader,
+    body: bytes,
+    kept: Sequence[RecordSpan],
+    *,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch `header` described, holding only `kept` (spans of its uncompressed `body`).
+
+    `delete_horizon_ms` stamps a new delete horizon (the records' timestamp deltas are
+    re-encoded against it); None keeps the batch's own base timestamp and flags.
+    """
+    attributes = header.attributes
+    base_ts = header.base_timestamp
+    if delete_horizon_ms is None:
+        records = b"".join(body[s.start : s.end] for s in kept)
+        new_base_ts = base_ts
+    else:
+        attributes |= b.DELETE_HORIZON_FLAG
+        new_base_ts = delete_horizon_ms
+        out = bytearray()
+        for s in kept:
+            record = bytearray(body[s.attributes : s.attributes + 1])
+            write_varint(record, base_ts + s.timestamp_delta - new_base_ts)
+            record += body[s.after_timestamp : s.end]
+            write_varint(out, len(record))
+            out += record
+        records = bytes(out)
+    if header.log_append_time or not kept:
+        max_ts = header.max_timestamp
+    else:
+        max_ts = base_ts + max(s.timestamp_delta for s in kept)
+    codec = codec_of(header.compression)
+    payload = compress(codec, records) if codec != Codec.NONE else records
+    return _pack(header, attributes, new_base_ts, max_ts, len(kept), payload)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """The batch `header` described with no records left: kept only for its offsets and
+    producer fields (an idempotent producer's last sequence, the last offset of a round)."""
+    attributes = header.attributes & ~(b.COMPRESSION_MASK | b.DELETE_HORIZON_FLAG)
+    return _pack(header, attributes, b.NO_TIMESTAMP, header.max_timestamp, 0, b"")
+
+
+def _pack(
+    header: BatchHeader,
+    attributes: int,
+    base_ts: int,
+    max_ts: int,
+    count: int,
+    payload: bytes,
+) -> bytes:
+    size = b.HEADER_SIZE + len(payload)
+    out = bytearray(size)
+    b.HEADER_STRUCT.pack_into(
+        out,
+        0,
+        header.base_offset,
+        size - b.LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        b.MAGIC,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_ts,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        count,
+    )
+    out[b.HEADER_SIZE :] = payload
+    b.set_crc(out, 0, size)
+    return bytes(out)
+
+
+def delete_horizon(header: BatchHeader) -> int | None:
+    """The batch's KIP-534 delete horizon (ms), or None when it has none."""
+    return header.base_timestamp if header.attributes & b.DELETE_HORIZON_FLAG else None

@@ -1,0 +1,510 @@
+"""The log cleaner's work on one log: Kafka's compaction, on segment files.
+
+A log's segments split into a clean section (compacted before, below the first dirty offset), a
+dirty section, and an uncleanable head (the active segment, anything above the high watermark,
+segments younger than min.compaction.lag.ms). One cleaning:
+
+1. reads the dirty section and records, for each key, the offset of its last record (the offset
+   map: a 16-byte MD5 of the key -> offset, bounded by the dedupe buffer as in Kafka, so a huge
+   dirty section is cleaned over several rounds);
+2. recopies every segment from the log start up to the end of what was mapped, in groups whose
+   total fits in one segment, keeping a record only when no later record has its key; tombstones
+   (records without a value) are kept until their batch's delete horizon (KIP-534: set, as
+   now + delete.retention.ms, the first time a cleaning keeps them) has passed; an idempotent
+   producer's last batch and the round's last batch are kept, empty if need be;
+3. writes each group as `<base>.log.cleaned` (with its indexes) and hands it to `swap`, which
+   puts it into the live log (see `Log.replace_segments`); a refused swap aborts the cleaning.
+
+Everything here works on files and picklable descriptions (`CleanTask`), with no reference to
+the live `Log`: it runs in the cleaner's worker process, off the broker's event loop.
+Transaction markers and aborted transactional records are left in place by `KeepTransactions`;
+`TransactionFilter` is where their removal plugs in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..records import batch as rb
+from ..records.batch import BatchHeader
+from ..records.compaction import (
+    RecordSpan,
+    delete_horizon,
+    empty_batch,
+    rebuild_batch,
+    scan_records,
+)
+from ..records.record import batch_body
+from .crash_points import crash_point
+from .log_config import INT_MAX, LogConfig
+from .segment import CLEANED_SUFFIX, BatchAppend, LogSegment, segment_paths
+
+log = logging.getLogger(__name__)
+
+HASH_SIZE = 16  # MD5, Kafka's log.cleaner hash
+ENTRY_SIZE = HASH_SIZE + 8  # hash + offset: what Kafka's SkimpyOffsetMap spends per key
+
+
+class CleaningAborted(Exception):
+    """The log changed under the cleaner (truncation, deletion, a move): drop this round."""
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """One segment of the log as the cleaner sees it when the round starts."""
+
+    base_offset: int
+    path: str
+    size: int
+    index_bytes: int
+    time_index_bytes: int
+    last_modified_ms: int
+
+
+@dataclass(frozen=True)
+class CleanTask:
+    """A round of cleaning of one log: its segments below the first uncleanable offset."""
+
+    topic: str
+    partition: int
+    directory: str
+    segments: tuple[SegmentRef, ...]
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    config: LogConfig
+    now_ms: int
+    # producer id -> offset of its last batch in the log (those batches are never removed)
+    active_producers: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class CleanerStats:
+    """What one round did (Kafka's CleanerStats, reported by the log line and the metrics)."""
+
+    start: float = field(default_factory=time.monotonic)
+    map_done_at: float = 0.0
+    end: float = 0.0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    buffer_utilization: float = 0.0
+
+    @property
+    def elapsed_secs(self) -> float:
+        return max((self.end or time.monotonic()) - self.start, 1e-9)
+
+    @property
+    def elapsed_index_secs(self) -> float:
+        return max((self.map_done_at or self.start) - self.start, 0.0)
+
+    def summary(self, name: str, start: int, end: int) -> str:
+        mb = 1 << 20
+        secs = self.elapsed_secs
+        return (
+            f"cleaned log {name} (dirty section = [{start}, {end}]): "
+            f"{self.bytes_read / mb:.1f} MB of log processed in {secs:.1f} seconds "
+            f"({self.bytes_read / mb / secs:.1f} MB/sec); indexed {self.map_bytes_read / mb:.1f} MB "
+            f"in {self.elapsed_index_secs:.1f} s; buffer utilization "
+            f"{100 * self.buffer_utilization:.1f}%; start size {self.bytes_read / mb:.1f} MB "
+            f"({self.messages_read} messages), end size {self.bytes_written / mb:.1f} MB "
+            f"({self.messages_written} messages)"
+        )
+
+
+class OffsetMap:
+    """key -> offset of its latest record, by the key's MD5 (Kafka's SkimpyOffsetMap semantics:
+    `memory` / 24 slots, filled up to `load_factor` of them)."""
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        self.slots = max(memory // ENTRY_SIZE, 1)
+        self.max_entries = max(int(self.slots * load_factor), 1)
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    def clear(self) -> None:
+        self._map = {}
+        self.latest_offset = -1
+
+    @property
+    def size(self) -> int:
+        return len(self._map)
+
+    @property
+    def full(self) -> bool:
+        return len(self._map) >= self.max_entries
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
+
+    def get(self, key: bytes) -> int:
+        """The latest offset of `key`, -1 when the map does not know it."""
+        return self._map.get(hashlib.md5(key, usedforsecurity=False).digest(), -1)
+
+
+class Throttler:
+    """Sleep as needed to keep the cleaner's I/O under `rate` bytes per second (Kafka checks
+    its rate every 300 ms)."""
+
+    CHECK_INTERVAL_S = 0.3
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self._period_start = clock()
+        self._observed = 0.0
+
+    def maybe_throttle(self, observed: int) -> None:
+        if self.rate <= 0 or self.rate >= 1e300:
+            return
+        self._observed += observed
+        now = self.clock()
+        elapsed = now - self._period_start
+        if elapsed < self.CHECK_INTERVAL_S:
+            return
+        wanted = self._observed / self.rate
+        if wanted > elapsed:
+            time.sleep(wanted - elapsed)
+            now = self.clock()
+        self._period_start = now
+        self._observed = 0.0
+
+
+class TransactionFilter:
+    """Which transactional batches a cleaning may drop (aborted records, markers)."""
+
+    def map_batch(self, header: BatchHeader) -> bool:
+        """A data or control batch read while building the offset map; True: it is aborted
+        and its keys must not enter the map."""
+        raise NotImplementedError
+
+    def discard_batch(self, header: BatchHeader, body: bytes) -> bool:
+        """A batch read while recopying; True: all its records may be removed (an aborted
+        transaction's data, or a marker whose transaction has nothing left)."""
+        raise NotImplementedError
+
+
+class KeepTransactions(TransactionFilter):
+    """Until transactions exist: no batch is treated as aborted, markers stay."""
+
+    def map_batch(self, header: BatchHeader) -> bool:
+        return False
+
+    def discard_batch(self, header: BatchHeader, body: bytes) -> bool:
+        return False
+
+
+def group_segments(
+    segments: Sequence[SegmentRef], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[SegmentRef]]:
+    """Consecutive segments grouped so each group fits one segment (log and index sizes, and
+    offsets within int32 of the group's base): cleaning merges what shrank."""
+    groups: list[list[SegmentRef]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size, index, time_index = (
+            segments[i].size,
+            segments[i].index_bytes,
+            segments[i].time_index_bytes,
+        )
+        i += 1
+        while i < len(segments):
+            seg = segments[i]
+            last = (
+                segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable - 1
+            )
+            if not (
+                size + seg.size <= max_size
+                and index + seg.index_bytes <= max_index_size
+                and time_index + seg.time_index_bytes <= max_index_size
+                and (seg.size == 0 or last - group[0].base_offset <= INT_MAX)
+            ):
+                break
+            group.append(seg)
+            size += seg.size
+            index += seg.index_bytes
+            time_index += seg.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def read_batches(
+    fd: int, end: int, chunk: int, start: int = 0
+) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """(buffer, position in it, header) of each whole batch of a segment file up to `end`,
+    read `chunk` bytes at a time (a batch larger than that is read on its own)."""
+    position = start
+    while position < end:
+        wanted = min(chunk, end - position)
+        data = os.pread(fd, wanted, position)
+        if len(data) < wanted:
+            raise CleaningAborted("a segment changed (shrank) while it was being cleaned")
+        if len(data) < rb.HEADER_SIZE:
+            raise rb.CorruptRecordError(f"truncated batch at position {position}")
+        p = 0
+        while p + rb.HEADER_SIZE <= len(data):
+            header = rb.parse_header(data, p)
+            if p + header.size > len(data):
+                break
+            yield data, p, header
+            p += header.size
+        if p == 0:
+            header = rb.parse_header(data, 0)
+            data = os.pread(fd, header.size, position)
+            if len(data) < header.size:
+                raise CleaningAborted("a segment changed (shrank) while it was being cleaned")
+            yield data, 0, header
+            p = header.size
+        position += p
+
+
+_ORIGINAL = b""  # _filter answer: write the batch as it is
+
+
+class Cleaner:
+    """One cleaner thread's state: its offset map, I/O buffer size and throttle."""
+
+    def __init__(
+        self,
+        offset_map: OffsetMap,
+        io_buffer_size: int,
+        throttler: Throttler,
+        *,
+        check_done: Callable[[], None] = lambda: None,
+        transactions: Callable[[CleanTask], TransactionFilter] = lambda task: KeepTransactions(),
+    ) -> None:
+        self.offset_map = offset_map
+        self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
+        self.throttler = throttler
+        self.check_done = check_done
+        self.transactions = transactions
+
+    def clean(
+        self, task: CleanTask, swap: Callable[[int, list[int]], bool]
+    ) -> tuple[int, CleanerStats]:
+        """Clean `task`'s log; `swap(new base, replaced bases)` puts each cleaned group in
+        place (False aborts). Returns the next dirty offset and the round's statistics."""
+        stats = CleanerStats()
+        txn = self.transactions(task)
+        self.build_offset_map(task, txn, stats)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.map_done_at = time.monotonic()
+        crash_point("cleaner-map-built")
+        to_clean = [s for s in task.segments if s.base_offset < end_offset]
+        groups = group_segments(
+            to_clean,
+            task.config.segment_bytes,
+            task.config.segment_index_bytes,
+            task.first_uncleanable_offset,
+        )
+        for group in groups:
+            self.clean_segments(task, group, txn, stats)
+            crash_point("cleaner-cleaned-written")
+            if not swap(group[0].base_offset, [s.base_offset for s in group]):
+                for path in segment_paths(task.directory, group[0].base_offset, CLEANED_SUFFIX):
+                    path.unlink(missing_ok=True)
+                raise CleaningAborted(f"{task.name} changed while it was being cleaned")
+        stats.buffer_utilization = self.offset_map.utilization
+        stats.end = time.monotonic()
+        return end_offset, stats
+
+    # -- the offset map ------------------------------------------------------------------------
+
+    def build_offset_map(
+        self, task: CleanTask, txn: TransactionFilter, stats: CleanerStats
+    ) -> None:
+        start, end = task.first_dirty_offset, task.first_uncleanable_offset
+        self.offset_map.clear()
+        segs = task.segments
+        dirty = [
+            (seg, segs[i + 1].base_offset if i + 1 < len(segs) else end)
+            for i, seg in enumerate(segs)
+            if seg.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start)
+        ]
+        log.debug("building the offset map of %s over [%d, %d)", task.name, start, end)
+        for seg, next_base in dirty:
+            self.check_done()
+            if self._map_segment(seg, start, next_base, txn, stats):
+                log.debug("offset map of %s is full at segment %d", task.name, seg.base_offset)
+                break
+
+    def _map_segment(
+        self,
+        seg: SegmentRef,
+        start: int,
+        next_base: int,
+        txn: TransactionFilter,
+        stats: CleanerStats,
+    ) -> bool:
+        """Put the keys of one segment into the map; True when the map filled up."""
+        omap = self.offset_map
+        fd = os.open(seg.path, os.O_RDONLY)
+        try:
+            for data, p, header in read_batches(fd, seg.size, self.io_buffer_size):
+                stats.map_bytes_read += header.size
+                self.throttler.maybe_throttle(header.size)
+                if header.last_offset < start:
+                    continue
+                if header.is_control:
+                    txn.map_batch(header)
+                elif not txn.map_batch(header):
+                    body = batch_body(data, header, p)
+                    base = header.base_offset
+                    for span in scan_records(body, header.records_count):
+                        offset = base + span.offset_delta
+                        if span.key is not None and offset >= start:
+                            if omap.full:
+                                return True
+                            omap.put(span.key, offset)
+                stats.map_messages_read += header.records_count
+                omap.latest_offset = max(omap.latest_offset, header.last_offset)
+        finally:
+            os.close(fd)
+        omap.latest_offset = max(omap.latest_offset, next_base - 1)
+        return False
+
+    # -- recopying -----------------------------------------------------------------------------
+
+    def clean_segments(
+        self,
+        task: CleanTask,
+        group: Sequence[SegmentRef],
+        txn: TransactionFilter,
+        stats: CleanerStats,
+    ) -> None:
+        """Write the cleaned copy of `group` as one `.cleaned` segment, fsynced."""
+        base = group[0].base_offset
+        for path in segment_paths(task.directory, base, CLEANED_SUFFIX):
+            path.unlink(missing_ok=True)
+        dest = LogSegment(
+            task.directory, base, task.config, now_ms=task.now_ms, active=True,
+            suffix=CLEANED_SUFFIX,
+        )  # fmt: skip
+        try:
+            for seg in group:
+                self._clean_into(task, seg, dest, txn, stats)
+            dest.on_become_inactive()
+            dest.flush()
+            dest.close()
+            mtime = group[-1].last_modified_ms / 1000
+            os.utime(dest.log_path, (mtime, mtime))
+        except BaseException:
+            dest.delete_files()
+            raise
+
+    def _clean_into(
+        self,
+        task: CleanTask,
+        seg: SegmentRef,
+        dest: LogSegment,
+        txn: TransactionFilter,
+        stats: CleanerStats,
+    ) -> None:
+        out = bytearray()
+        appends: list[BatchAppend] = []
+        fd = os.open(seg.path, os.O_RDONLY)
+        try:
+            for data, p, header in read_batches(fd, seg.size, self.io_buffer_size):
+                self.check_done()
+                rb.validate(data, p)
+                stats.bytes_read += header.size
+                self.throttler.maybe_throttle(header.size)
+                kept = self._filter(task, data, p, header, txn, stats)
+                if kept is None:
+                    continue
+                if kept is _ORIGINAL:
+                    kept = data[p : p + header.size]
+                    max_ts = header.max_timestamp
+                else:
+                    max_ts = rb.parse_header(kept).max_timestamp
+                appends.append(BatchAppend(len(out), len(kept), header.last_offset, max_ts))
+                out += kept
+                if len(out) >= self.io_buffer_size:
+                    self._write(dest, out, appends, stats)
+                    out, appends = bytearray(), []
+        finally:
+            os.close(fd)
+        if out:
+            self._write(dest, out, appends, stats)
+
+    def _write(
+        self, dest: LogSegment, out: bytearray, appends: list[BatchAppend], stats: CleanerStats
+    ) -> None:
+        dest.append(out, appends)
+        stats.bytes_written += len(out)
+        self.throttler.maybe_throttle(len(out))
+        crash_point("cleaner-cleaned-partial")
+
+    def _filter(
+        self,
+        task: CleanTask,
+        data: bytes,
+        p: int,
+        header: BatchHeader,
+        txn: TransactionFilter,
+        stats: CleanerStats,
+    ) -> bytes | None:
+        """What of one batch goes into the cleaned segment: _ORIGINAL (all of it, unchanged),
+        new batch bytes, or None (nothing)."""
+        retain_empty = (
+            header.producer_id >= 0
+            and task.active_producers.get(header.producer_id) == header.last_offset
+        ) or header.last_offset + 1 == task.first_uncleanable_offset
+        if header.is_control:
+            stats.messages_read += header.records_count
+            body = batch_body(data, header, p)
+            if not txn.discard_batch(header, body):
+                stats.messages_written += header.records_count
+                return _ORIGINAL
+            return empty_batch(header) if retain_empty else None
+        body = batch_body(data, header, p)
+        spans = scan_records(body, header.records_count)
+        stats.messages_read += len(spans)
+        if txn.discard_batch(header, body):
+            return empty_batch(header) if retain_empty else None
+        kept = self._retained(task, header, spans, stats)
+        if not kept:
+            return empty_batch(header) if retain_empty else None
+        stats.messages_written += len(kept)
+        needs_horizon = delete_horizon(header) is None and any(not s.has_value for s in kept)
+        if len(kept) == len(spans) and not needs_horizon:
+            return _ORIGINAL
+        horizon = task.now_ms + task.config.delete_retention_ms if needs_horizon else None
+        return rebuild_batch(header, body, kept, delete_horizon_ms=horizon)
+
+    def _retained(
+        self, task: CleanTask, header: BatchHeader, spans: list[RecordSpan], stats: CleanerStats
+    ) -> list[RecordSpan]:
+        omap = self.offset_map
+        latest = omap.latest_offset
+        base = header.base_offset
+        horizon = delete_horizon(header)
+        deletes_expired = horizon is not None and task.now_ms >= horizon
+        kept = []
+        for span in spans:
+            offset = base + span.offset_delta
+            if offset > latest:
+                kept.append(span)
+            elif span.key is None:
+                stats.invalid_messages += 1
+            elif offset >= omap.get(span.key) and (span.has_value or not deletes_expired):
+                kept.append(span)
+        return kept

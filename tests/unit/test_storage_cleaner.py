@@ -1,0 +1,250 @@
+"""The log cleaner on real segment files: what a round keeps, where it stops, how it swaps.
+
+Rounds run in the test's thread (`LogCleaner.clean_one` with an in-process worker, the owner
+being the caller), so every step is deterministic; the worker process and the threads are
+covered by the broker's integration tests.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from odradek.broker.records import batch as rb
+from odradek.broker.records.compaction import delete_horizon, rebuild_batch, scan_records
+from odradek.broker.records.compression import Codec
+from odradek.broker.records.record import Record, batch_body, build_batch, decode_all
+from odradek.broker.storage import LogConfig, LogManager
+from odradek.broker.storage.checkpoint import CLEANER_CHECKPOINT, read_offset_checkpoint
+from odradek.broker.storage.cleaner import OffsetMap, SegmentRef, group_segments
+from odradek.broker.storage.log import Log
+from odradek.broker.storage.log_cleaner import CleanerConfig, InlineWorker, LogCleaner
+
+NOW = 10_000_000
+
+
+class Clock:
+    def __init__(self, now: int = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def keyed(pairs, ts: int = NOW - 1000, codec: int = Codec.NONE, **kw) -> bytearray:
+    records = [Record(i, ts, k, v) for i, (k, v) in enumerate(pairs)]
+    return bytearray(build_batch(records, compression=codec, **kw))
+
+
+def contents(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record in the log, by reading it as a consumer does."""
+    out = []
+    for seg in log.segments:
+        data = seg.read_bytes(0, seg.size)
+        for _, records in decode_all(data):
+            out += [(r.offset, r.key, r.value) for r in records]
+    return out
+
+
+def manager_with_log(tmp_path, clock: Clock, **cfg) -> tuple[LogManager, Log]:
+    config = LogConfig(cleanup_policy=("compact",), **cfg)
+    lm = LogManager([tmp_path / "data"], config, clock=clock)
+    lm.startup()
+    return lm, lm.get_or_create_log("t", 0, config)
+
+
+def one_round(lm: LogManager, settings: dict | None = None) -> bool:
+    cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
+    worker = InlineWorker({**CleanerConfig().worker_settings(), **(settings or {})})
+    return cleaner.clean_one(worker)
+
+
+def test_scan_and_rebuild_keep_offsets_and_timestamps():
+    data = bytes(keyed([(b"a", b"1"), (b"b", None), (b"c", b"3")], ts=5000, base_offset=40))
+    header = rb.parse_header(data)
+    body = batch_body(data, header)
+    spans = scan_records(body, header.records_count)
+    assert [(s.key, s.has_value, s.offset_delta) for s in spans] == [
+        (b"a", True, 0), (b"b", False, 1), (b"c", True, 2),
+    ]  # fmt: skip
+    rebuilt = rebuild_batch(header, body, [spans[1], spans[2]], delete_horizon_ms=99_000)
+    new = rb.validate(rebuilt)
+    assert (new.base_offset, new.last_offset_delta, new.records_count) == (40, 2, 2)
+    assert delete_horizon(new) == 99_000
+    [(_, records)] = decode_all(rebuilt)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (41, b"b", None, 5000), (42, b"c", b"3", 5000),
+    ]  # fmt: skip
+
+
+def test_offset_map_is_bounded_like_kafkas():
+    m = OffsetMap(24 * 100, load_factor=0.5)
+    assert (m.slots, m.max_entries) == (100, 50)
+    m.put(b"k", 3)
+    m.put(b"k", 9)
+    assert (m.get(b"k"), m.get(b"other"), m.size) == (9, -1, 1)
+
+
+def test_segments_grouped_by_size():
+    segs = [SegmentRef(i * 10, f"{i}", 400, 16, 24, 0) for i in range(5)]
+    groups = group_segments(segs, 1000, 1 << 20, 50)
+    assert [[s.base_offset for s in g] for g in groups] == [[0, 10], [20, 30], [40]]
+
+
+def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
+    for i in range(300):
+        log.append(keyed([(f"k{i % 10}".encode(), f"v{i}".encode())]))
+    log.roll()
+    before = contents(log)
+    assert len(log.segments) > 5
+    assert one_round(lm)
+    after = contents(log)
+    latest = {}
+    for offset, key, value in before:
+        latest[key] = (offset, key, value)
+    assert after == sorted(latest.values())
+    # The checkpoint records the first dirty offset: everything below the active segment.
+    cp = read_offset_checkpoint(tmp_path / "data" / CLEANER_CHECKPOINT)
+    assert cp == {("t", 0): log.active_segment.base_offset}
+    assert log.log_start_offset == 0 and log.log_end_offset == 300
+    # Reading from an offset that was removed returns the next record, as the design says.
+    data = log.read(5, 1 << 20).read()
+    assert [r.offset for _, rs in decode_all(data) for r in rs][0] >= 5
+    assert not one_round(lm)  # nothing dirty left
+    lm.shutdown()
+    lm2 = LogManager([tmp_path / "data"], LogConfig(cleanup_policy=("compact",)), clock=clock)
+    lm2.startup()
+    assert contents(lm2.get_log("t", 0)) == after
+    assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
+    lm2.shutdown()
+
+
+def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
+    for i in range(100):
+        log.append(keyed([(b"same", f"v{i}".encode())]))
+    active_base = log.active_segment.base_offset
+    assert active_base > 0
+    log.hw_tracks_leo = False
+    log.high_watermark = 30
+    assert one_round(lm)
+    records = contents(log)
+    # Only what lies below the segment holding the high watermark was cleaned.
+    hw_segment = max(s.base_offset for s in log.segments if s.base_offset <= 30)
+    assert [o for o, _, _ in records if o >= hw_segment] == list(range(hw_segment, 100))
+    assert len([o for o, _, _ in records if o < hw_segment]) == 1
+    lm.shutdown()
+
+
+def test_min_compaction_lag_protects_young_segments(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000, min_compaction_lag_ms=60_000)
+    for i in range(100):
+        log.append(keyed([(b"k", f"v{i}".encode())], ts=NOW - 1000))
+    log.roll()
+    assert not one_round(lm)  # every segment is younger than the lag
+    assert len(contents(log)) == 100
+    clock.now += 120_000
+    assert one_round(lm)
+    assert [v for _, _, v in contents(log)] == [b"v99"]
+    lm.shutdown()
+
+
+def test_tombstones_go_after_delete_retention(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(
+        tmp_path,
+        clock,
+        segment_bytes=2000,
+        delete_retention_ms=50_000,
+        min_cleanable_dirty_ratio=0.01,
+    )
+    for i in range(50):
+        log.append(keyed([(b"gone", f"v{i}".encode()), (b"kept", f"w{i}".encode())]))
+    log.append(keyed([(b"gone", None)]))
+    log.roll()
+    assert one_round(lm)
+    assert [(k, v) for _, k, v in contents(log)] == [(b"kept", b"w49"), (b"gone", None)]
+    headers = [h for s in log.segments for _, h in s.iter_headers()]
+    assert any(delete_horizon(h) == NOW + 50_000 for h in headers)
+    # More writes make the log dirty again; before the horizon the tombstone stays...
+    for i in range(30):
+        log.append(keyed([(b"kept", f"x{i}".encode())]))
+    log.roll()
+    assert one_round(lm)
+    assert (b"gone", None) in [(k, v) for _, k, v in contents(log)]
+    # ...after it, the next round removes it.
+    clock.now += 60_000
+    for i in range(30):
+        log.append(keyed([(b"kept", f"y{i}".encode())]))
+    log.roll()
+    assert one_round(lm)
+    assert [(k, v) for _, k, v in contents(log)] == [(b"kept", b"y29")]
+    lm.shutdown()
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
+def test_compressed_batches_keep_their_codec(tmp_path, codec):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=4000)
+    for i in range(60):
+        pairs = [(f"k{j}".encode(), f"v{i}-{j}".encode() * 5) for j in range(i % 3, 6)]
+        log.append(keyed(pairs, codec=codec))
+    log.roll()
+    before = contents(log)
+    assert one_round(lm)
+    latest = {}
+    for record in before:
+        latest[record[1]] = record
+    assert contents(log) == sorted(latest.values())
+    for seg in log.segments:
+        for _, h in seg.iter_headers():
+            if h.records_count:
+                assert h.compression == codec
+    lm.shutdown()
+
+
+def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
+    log.append(keyed([(b"k", b"old")], producer_id=7, producer_epoch=0, base_sequence=0))
+    for i in range(60):
+        log.append(keyed([(b"k", f"v{i}".encode())]))
+    log.roll()
+    log.active_producers = lambda: {7: 0}
+    assert one_round(lm)
+    headers = [h for s in log.segments for _, h in s.iter_headers()]
+    first = headers[0]
+    assert (first.producer_id, first.base_offset, first.records_count) == (7, 0, 0)
+    assert [v for _, _, v in contents(log)] == [b"v59"]
+    lm.shutdown()
+
+
+def test_truncation_during_a_round_refuses_the_swap(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
+    for i in range(100):
+        log.append(keyed([(b"k", f"v{i}".encode())]))
+    log.roll()
+    for i in range(5):
+        log.append(keyed([(b"k", f"w{i}".encode())]))
+    task = lm.cleaner_manager.grab_filthiest()
+    assert task is not None
+    log.truncate_to(102)  # in the active segment: the round's files are untouched
+    worker = InlineWorker(CleanerConfig().worker_settings())
+    swaps = []
+
+    def swap(base, old):
+        swaps.append(lm.cleaner_manager.swap(task, base, old))
+        return swaps[-1]
+
+    with pytest.raises(Exception, match="changed"):
+        worker.clean(task, swap)
+    lm.cleaner_manager.done_cleaning(task, None)
+    assert swaps == [False]
+    assert [o for o, _, _ in contents(log)] == list(range(102))
+    assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap"))]
+    lm.shutdown()
