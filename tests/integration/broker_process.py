@@ -50,6 +50,8 @@ class BrokerProcess:
         self.name = name
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # Extra environment of the next start (e.g. ODRADEK_CRASH_AT for crash tests).
+        self.env: dict[str, str] = {}
 
     @property
     def host(self) -> str:
@@ -85,7 +87,7 @@ class BrokerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
             )
 

@@ -197,3 +197,56 @@ def test_head_younger_than_min_compaction_lag_is_never_touched(broker, new_topic
     # ...while every record of the young topic is still there, at its offset.
     records = [r for seg in segment_records(broker.data_dir / f"{young}-0") for r in seg]
     assert {o: (k, v) for o, k, v in records if k != b"~roll"} == acked_young
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "cleaner-cleaned-partial",  # in the worker, half-way through a .cleaned segment
+        "cleaner-cleaned-written",  # in the worker, the .cleaned segment complete
+        "cleaner-swap-renamed",  # the .swap files in place: the commit point
+        "cleaner-old-deleted",  # the replaced segments renamed .deleted
+        "cleaner-swapped",  # the swap done, the checkpoint not yet written
+    ],
+)
+def test_kill_9_during_cleaning(broker_factory, point) -> None:
+    """The broker is killed at `point` of its first cleaning; after a restart the log is
+    consistent, no key's latest value is lost, and cleaning completes."""
+    node = broker_factory(overrides={"log.cleaner.backoff.ms": "200"}, start=False)
+    node.env = {"ODRADEK_CRASH_AT": point}
+    node.start()
+    topic = "crash"
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    # Written while the policy is delete, so the first cleaning starts once everything is in.
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    config = compacted(**{"segment.bytes": str(64 * 1024)})
+    delete = {**config, "cleanup.policy": "delete"}
+    admin.create_topics([NewTopic(topic, 1, 1, config=delete)])[topic].result(30)
+    items = [(f"k{i % 200}".encode(), f"v{i}".encode()) for i in range(20000)]
+    acked = produce(node.bootstrap, topic, items, **{"batch.size": 32768})
+    resource = ConfigResource("topic", topic, set_config=config)
+    admin.alter_configs([resource])[resource].result(30)
+    assert node.proc is not None
+    node.proc.wait(timeout=TIMEOUT)  # the crash point killed it
+    assert f"crash point {point} reached" in node.log_text()
+    node.env = {}
+    node.start()
+    latest = {}
+    for offset in sorted(acked):
+        latest[acked[offset][0]] = offset
+    records = consume_all(node.bootstrap, topic)
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets))
+    for offset, key, value in records:
+        if key != b"~roll":
+            assert acked[offset] == (key, value)
+    assert {k: v for _, k, v in records if k != b"~roll"} == {
+        k: acked[o][1] for k, o in latest.items()
+    }
+    pdir = node.data_dir / f"{topic}-0"
+    roll(node.bootstrap, topic)
+    wait_for(
+        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
+        "cleaning to complete after the restart",
+    )
