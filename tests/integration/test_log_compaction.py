@@ -23,7 +23,8 @@ SEGMENT_MS = 2000
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdradekBroker]:
     base = tmp_path_factory.mktemp("compaction")
-    proc = OdradekBroker(base / "data", base / "logs", overrides={"log.cleaner.backoff.ms": "200"})
+    overrides = {"log.cleaner.backoff.ms": "200", "offsets.topic.segment.bytes": "16384"}
+    proc = OdradekBroker(base / "data", base / "logs", overrides=overrides)
     try:
         yield proc.start()
     finally:
@@ -250,3 +251,45 @@ def test_kill_9_during_cleaning(broker_factory, point) -> None:
         lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
         "cleaning to complete after the restart",
     )
+
+
+def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) -> None:
+    """Many commits of one group to the same partitions: __consumer_offsets is compacted down
+    to the last commit of each, which the coordinator reads back, also after a restart."""
+    bootstrap = broker.bootstrap
+    topic = new_topic(partitions=3)
+    group = f"committer-{time.time_ns()}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    commits = 1500
+    try:
+        for i in range(1, commits + 1):
+            offsets = [TopicPartition(topic, p, i + p) for p in range(3)]
+            consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+    dirs = [d for d in broker.data_dir.glob("__consumer_offsets-*") if any(d.glob("*.log"))]
+    pdir = max(dirs, key=lambda d: sum(p.stat().st_size for p in d.glob("*.log")))
+
+    def shrunk():
+        segments = segment_records(pdir)
+        below = [r for seg in segments[:-1] for r in seg]
+        total = sum(len(seg) for seg in segments)
+        return (
+            len(segments) > 1
+            and len({k for _, k, _ in below}) == len(below)
+            and total < (commits * 3 // 4)
+        )
+
+    wait_for(shrunk, "__consumer_offsets to be compacted")
+
+    def committed() -> list[int]:
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        try:
+            found = reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)
+            return [tp.offset for tp in found]
+        finally:
+            reader.close()
+
+    assert committed() == [commits, commits + 1, commits + 2]
+    broker.restart()  # the coordinator loads the compacted log from scratch
+    assert committed() == [commits, commits + 1, commits + 2]
