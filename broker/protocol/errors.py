@@ -190,9 +190,17 @@ _RETRIABLE = frozenset(
 class KafkaError(Exception):
     """An error a handler turns into an error code in its response (not a connection error)."""
 
-    def __init__(self, code: ErrorCode | int, message: str | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode | int,
+        message: str | None = None,
+        *,
+        record_errors: list[tuple[int, str | None]] | None = None,
+    ) -> None:
         self.code = ErrorCode.of(int(code))
         self.message = message
+        # Produce v8+ (KIP-467): (index in the batch, message) of each refused record.
+        self.record_errors = record_errors or []
         super().__init__(f"{self.code.name}: {message}" if message else self.code.name)
 
     @property

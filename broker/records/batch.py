@@ -60,11 +60,13 @@ class RecordsError(ValueError):
 
     error_code = 2  # CORRUPT_MESSAGE
 
+    record_errors: list[tuple[int, str | None]] = []
+
     def to_kafka_error(self) -> Exception:
         """The protocol layer's KafkaError carrying this error's code and message."""
         from odradek.broker.protocol.errors import KafkaError
 
-        return KafkaError(self.error_code, str(self))
+        return KafkaError(self.error_code, str(self), record_errors=self.record_errors)
 
 
 class CorruptRecordError(RecordsError):
@@ -89,6 +91,17 @@ class InvalidTimestampError(RecordsError):
     """A record timestamp outside the topic's accepted range (INVALID_TIMESTAMP)."""
 
     error_code = 32
+
+
+class RecordValidationError(RecordsError):
+    """Some records of a batch are refused (KIP-467): `record_errors` holds the index in the
+    batch and the reason of each; the error code is INVALID_TIMESTAMP when any is a timestamp,
+    else INVALID_RECORD."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str | None]], code: int):
+        super().__init__(message)
+        self.record_errors = record_errors
+        self.error_code = code
 
 
 class UnsupportedCompressionError(RecordsError):

@@ -19,6 +19,7 @@ from .batch import (
     InvalidTimestampError,
     RecordsError,
     RecordTooLargeError,
+    RecordValidationError,
     UnsupportedCompressionError,
 )
 from .compression import DEFAULT_MAX_DECOMPRESSED, Codec, codec_of, target_codec
@@ -43,6 +44,7 @@ def validate_for_append(
     timestamp_after_max_ms: int | None = None,
     require_keys: bool = False,
     max_decompressed_bytes: int | None = None,
+    partition_name: str = "",
 ) -> bytearray:
     """Validate one partition's produce data; return the bytes to append (v2 batches).
 
@@ -55,7 +57,8 @@ def validate_for_append(
     before Produce v7 or in v0/v1), INVALID_TIMESTAMP (outside the window, or a producer
     claiming LogAppendTime). `timestamp_before/after_max_ms` (KIP-937) default to
     `timestamp_difference_max_ms`. `max_decompressed_bytes` defaults to
-    max(64 MiB, 16 x max_message_bytes).
+    max(64 MiB, 16 x max_message_bytes). Missing keys and bad timestamps are reported for every
+    record at fault (the KafkaError's `record_errors`, KIP-467), naming `partition_name`.
     """
     try:
         return _validate(
@@ -76,6 +79,7 @@ def validate_for_append(
                 else timestamp_after_max_ms
             ),
             require_keys=require_keys,
+            partition_name=partition_name,
             max_decompressed=(
                 max(DEFAULT_MAX_DECOMPRESSED, 16 * max_message_bytes)
                 if max_decompressed_bytes is None
@@ -123,6 +127,7 @@ def _validate(
     before_ms: int,
     after_ms: int,
     require_keys: bool,
+    partition_name: str,
     max_decompressed: int,
 ) -> bytearray:
     entries = _entries(view)
@@ -158,6 +163,7 @@ def _validate(
         after_ms=after_ms,
         check_ts=check_ts,
         require_keys=require_keys,
+        partition_name=partition_name,
         max_decompressed=max_decompressed,
     )
     if magic == 2:
@@ -178,20 +184,45 @@ def _check_records(
     after_ms: int,
     check_ts: bool,
     require_keys: bool,
+    partition_name: str,
 ) -> None:
-    for r in records:
+    """Kafka's per-record checks; every failing record is reported, as LogValidator does."""
+    errors: list[tuple[int, str | None]] = []
+    bad_timestamp = False
+    for index, r in enumerate(records):
         if require_keys and r.key is None:
-            raise InvalidRecordError("Compacted topic cannot accept a record without a key")
+            errors.append(
+                (index, f"Compacted topic cannot accept message without key in topic partition "
+                        f"{partition_name}")
+            )  # fmt: skip
+            continue
         ts = r.timestamp
         if (
             check_ts
             and ts != b.NO_TIMESTAMP
             and (ts - now_ms > after_ms or now_ms - ts > before_ms)
         ):
-            raise InvalidTimestampError(
-                f"timestamp {ts} of the record at offset {r.offset} is out of range "
-                f"[{now_ms - before_ms}, {now_ms + after_ms}]"
-            )
+            bad_timestamp = True
+            errors.append(
+                (index, f"Timestamp {ts} of message with offset {r.offset} is out of range. "
+                        f"The timestamp should be within [{now_ms - before_ms}, "
+                        f"{now_ms + after_ms}]")
+            )  # fmt: skip
+    if not errors:
+        return
+    if bad_timestamp:
+        raise RecordValidationError(
+            "One or more records have been rejected due to invalid timestamp",
+            errors,
+            InvalidTimestampError.error_code,
+        )
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        errors,
+        InvalidRecordError.error_code,
+    )
 
 
 def _validate_v2(
@@ -206,6 +237,7 @@ def _validate_v2(
     after_ms: int,
     check_ts: bool,
     require_keys: bool,
+    partition_name: str,
     max_decompressed: int,
 ) -> tuple[bytearray, list[int]]:
     out = bytearray()
@@ -256,6 +288,7 @@ def _validate_v2(
             after_ms=after_ms,
             check_ts=check_ts,
             require_keys=require_keys,
+            partition_name=partition_name,
         )
         if target == codec:
             out += view[pos : pos + size]
@@ -292,6 +325,7 @@ def _validate_legacy(
     after_ms: int,
     check_ts: bool,
     require_keys: bool,
+    partition_name: str,
     max_decompressed: int,
 ) -> tuple[bytearray, list[int]]:
     for _, size, _ in entries:
@@ -316,6 +350,7 @@ def _validate_legacy(
         after_ms=after_ms,
         check_ts=check_ts,
         require_keys=require_keys,
+        partition_name=partition_name,
     )
     target = target_codec(compression_type, source)
     converted = build_batch(legacy.to_records(messages), compression=target)

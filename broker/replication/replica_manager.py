@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..client.security import ClientSecurity
@@ -51,6 +51,8 @@ class AppendOutcome:
     log_start_offset: int = -1
     message: str | None = None
     last_offset: int = -1
+    # (index in the batch, message) of each refused record (Produce v8+, KIP-467)
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 class ReplicaManager:
@@ -462,6 +464,7 @@ class ReplicaManager:
                 max_message_bytes=config.max_message_bytes,
                 timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
                 require_keys=config.compact,
+                partition_name=f"{partition.topic}-{partition.index}",
             )
             if not data:
                 return AppendOutcome(
@@ -471,7 +474,10 @@ class ReplicaManager:
             result = partition.append_as_leader(data)
         except KafkaError as e:
             return AppendOutcome(
-                e.code, log_start_offset=partition.log.log_start_offset, message=e.message
+                e.code,
+                log_start_offset=partition.log.log_start_offset,
+                message=e.message,
+                record_errors=e.record_errors,
             )
         return AppendOutcome(
             base_offset=result.first_offset,

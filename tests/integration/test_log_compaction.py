@@ -293,3 +293,31 @@ def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) ->
     assert committed() == [commits, commits + 1, commits + 2]
     broker.restart()  # the coordinator loads the compacted log from scratch
     assert committed() == [commits, commits + 1, commits + 2]
+
+
+def test_keyless_records_are_refused_one_by_one(broker, new_topic) -> None:
+    """KIP-467: Produce v8+ names each keyless record of a batch sent to a compacted topic;
+    librdkafka fails those with INVALID_RECORD and the rest of the batch with
+    INVALID_DIFFERENT_RECORD, while keyless records to other topics are fine."""
+    from confluent_kafka import KafkaError
+
+    topic = new_topic(config=compacted())
+    plain = new_topic(suffix="-plain")
+    keys = [b"a", None, b"b", None, b"c"]
+    for target in (topic, plain):
+        results: dict[int, object] = {}
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 500})
+        for i, key in enumerate(keys):
+            producer.produce(
+                target, f"v{i}".encode(), key,
+                on_delivery=lambda err, msg, i=i, r=results: r.__setitem__(i, err),
+            )  # fmt: skip
+        assert producer.flush(30) == 0
+        codes = [results[i].code() if results[i] is not None else None for i in range(5)]
+        if target == topic:
+            different = KafkaError._INVALID_DIFFERENT_RECORD
+            invalid = KafkaError.INVALID_RECORD
+            assert codes == [different, invalid, different, invalid, different]
+        else:
+            assert codes == [None] * 5
+    assert consume_all(broker.bootstrap, plain)[-1][0] == 4

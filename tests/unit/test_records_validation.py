@@ -162,6 +162,27 @@ def test_require_keys_for_compacted_topics():
     assert validate(keyed, require_keys=True) == keyed
 
 
+def test_each_keyless_record_is_reported_with_its_batch_index():
+    """KIP-467: every record at fault is listed, so a client fails only those."""
+    mixed = [Record(i, NOW, None if i in (1, 3) else b"k", b"v") for i in range(5)]
+    with pytest.raises(KafkaError) as info:
+        validate(build_batch(mixed), require_keys=True, partition_name="t-0")
+    error = info.value
+    assert error.code == ErrorCode.INVALID_RECORD
+    why = "Compacted topic cannot accept message without key in topic partition t-0"
+    assert error.record_errors == [(1, why), (3, why)]
+    assert error.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=3, message='{why}')]"
+    )
+    bad_ts = [Record(0, NOW, b"a", b"1"), Record(1, NOW - 60_000, b"b", b"2")]
+    with pytest.raises(KafkaError) as info:
+        validate(build_batch(bad_ts), timestamp_before_max_ms=30_000)
+    assert info.value.code == ErrorCode.INVALID_TIMESTAMP
+    assert [i for i, _ in info.value.record_errors] == [1]
+
+
 def test_broker_side_recompression_keeps_records_and_producer_state():
     data = build_batch(
         records(5), compression=Codec.GZIP, producer_id=11, producer_epoch=2, base_sequence=30

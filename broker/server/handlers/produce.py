@@ -72,6 +72,10 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 "log_append_time_ms": outcome.log_append_time,
                 "log_start_offset": outcome.log_start_offset,
                 "error_message": outcome.message,
+                "record_errors": [
+                    {"batch_index": i, "batch_index_error_message": m}
+                    for i, m in outcome.record_errors
+                ],
             }
             results.append(result)
             if metered and outcome.error == ErrorCode.NONE and outcome.last_offset >= 0:
