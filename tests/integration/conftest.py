@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -212,3 +213,17 @@ def kafka_libs() -> Path:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(str(e), pytrace=False)
         pytest.skip(str(e))
+
+
+def run_kafka_tool(
+    tool: str, *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's tools by its bin/ name (use with the kafka_libs fixture); a failure
+    fails the test with the tool's stderr when `check`."""
+    from odradek.broker import kafka_tools
+
+    cmd = kafka_tools.command(tool, list(args))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{tool} {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
+    return proc

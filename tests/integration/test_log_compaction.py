@@ -7,13 +7,14 @@ more record after a pause.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import OdradekBroker, _live_brokers
+from conftest import OdradekBroker, _live_brokers, run_kafka_tool
 from odradek.broker.records.record import decode_all
 
 TIMEOUT = 90.0
@@ -321,3 +322,43 @@ def test_keyless_records_are_refused_one_by_one(broker, new_topic) -> None:
         else:
             assert codes == [None] * 5
     assert consume_all(broker.bootstrap, plain)[-1][0] == 4
+
+
+def test_compressed_batches_survive_cleaning_and_kafka_dump_log_reads_them(
+    broker, new_topic, kafka_libs
+) -> None:
+    """Producers of every codec write to one compacted topic; after cleaning each batch keeps
+    its codec and its latest records, and Kafka's own kafka-dump-log reads the segments."""
+    topic = new_topic(config=compacted())
+    codecs = ["gzip", "snappy", "lz4", "zstd"]
+    latest = {}
+    for codec in codecs:
+        items = [(f"{codec}-k{j}".encode(), f"{codec}-r{r}-{j}".encode() * 4)
+                 for r in range(20) for j in range(50)]  # fmt: skip
+        acked = produce(broker.bootstrap, topic, items, **{"compression.type": codec})
+        for offset in sorted(acked):
+            latest[acked[offset][0]] = (offset, acked[offset][1])
+    roll(broker.bootstrap, topic)
+    pdir = broker.data_dir / f"{topic}-0"
+    wait_for(
+        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
+        "the topic to be cleaned",
+    )
+    segments = sorted(pdir.glob("*.log"))[:-1]
+    out = run_kafka_tool(
+        "kafka-dump-log.sh", "--files", ",".join(map(str, segments)), "--print-data-log",
+        "--deep-iteration",
+    ).stdout  # fmt: skip
+    dumped = {}
+    batch_codecs = set()
+    for line in out.splitlines():
+        if line.startswith("baseOffset:"):
+            fields = dict(re.findall(r"(\w+): (\S+)", line))
+            if int(fields["count"]) and fields.get("isControl") == "false":
+                batch_codecs.add(fields["compresscodec"].lower())
+        elif line.startswith("| offset:"):
+            fields = dict(re.findall(r"(\w+): (\S+)", line))
+            dumped[fields["key"].encode()] = (int(fields["offset"]), fields["payload"].encode())
+    dumped.pop(b"~roll", None)
+    assert dumped == latest
+    assert batch_codecs == set(codecs)
