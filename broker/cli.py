@@ -6,6 +6,8 @@
     odradek consume --topic T [--from-beginning] [--max-messages N] [--timeout S]
     odradek groups list|describe|delete ...
     odradek transactions list|describe ...        (transactional ids and their state)
+    odradek log-dirs describe [--broker N ...] [--topic T ...]
+    odradek log-dirs move --topic T --partition P --broker N --dir PATH
     odradek ready [--broker-id N]                 (exit 0 when the broker serves the cluster)
     odradek wait-drained [--broker-id N]          (a preStop hook: wait while N is drained)
     odradek kafka-tool NAME [ARGS ...]            (Apache Kafka's own tools, e.g. kafka-topics.sh)
@@ -217,6 +219,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = xsub.add_parser("describe", help="state, producer, timeout and partitions")
     _client_options(p)
     p.add_argument("--transactional-id", action="append", required=True, help="repeatable")
+    log_dirs = sub.add_parser("log-dirs", help="describe log dirs, move replicas between them")
+    lsub = log_dirs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = lsub.add_parser(
+        "describe",
+        help="each broker's log dirs, their replicas, sizes and lag",
+        description="Like kafka-log-dirs --describe, as a table: one row per replica (a "
+        "replica being moved into a dir shows as future, its lag the offsets it still misses).",
+    )
+    _client_options(p)
+    p.add_argument("--broker", type=int, action="append", help="repeatable; default: all")
+    p.add_argument("--topic", action="append", help="repeatable; default: all")
+    p = lsub.add_parser(
+        "move",
+        help="move a replica to another log dir of its broker",
+        description="Ask --broker to move its replica of --topic/--partition into --dir "
+        "(AlterReplicaLogDirs); with --wait, return once the move is done.",
+    )
+    _client_options(p)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", type=int, action="append", required=True, help="repeatable")
+    p.add_argument("--broker", type=int, required=True)
+    p.add_argument("--dir", required=True, metavar="PATH", help="an absolute log dir of --broker")
+    p.add_argument("--wait", action="store_true", help="wait until the replicas moved")
 
     p = sub.add_parser(
         "ready",
@@ -540,6 +565,59 @@ async def transactions_describe(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def log_dirs_describe(args: argparse.Namespace, out: TextIO) -> int:
+    async with _admin(args) as admin:
+        topics = None
+        if args.topic:
+            described = await admin.describe_topics(args.topic)
+            topics = {n: [p.partition for p in t.partitions] for n, t in described.items()}
+        found = await admin.describe_log_dirs(args.broker or None, topics)
+    rows = [("BROKER", "LOG-DIR", "STATUS", "TOPIC", "PARTITION", "SIZE", "LAG", "FUTURE")]
+    for broker, dirs in sorted(found.items()):
+        for d in dirs:
+            status = "online" if d.error == ErrorCode.NONE else d.error.name
+            if not d.replicas:
+                rows.append((str(broker), d.path, status, "-", "-", "-", "-", "-"))
+            for tp, info in sorted(d.replicas.items()):
+                rows.append(
+                    (str(broker), d.path, status, tp.topic, str(tp.partition), str(info.size),
+                     str(info.offset_lag), "yes" if info.is_future else "no")
+                )  # fmt: skip
+    _table(rows, out)
+    return 0
+
+
+async def log_dirs_move(args: argparse.Namespace, out: TextIO) -> int:
+    if not os.path.isabs(args.dir):
+        raise CliError(f"--dir must be an absolute path, not {args.dir!r}")
+    replicas = [(TopicPartition(args.topic, p), args.broker) for p in args.partition]
+    async with _admin(args) as admin:
+        results = await admin.alter_replica_log_dirs(dict.fromkeys(replicas, args.dir))
+        for (tp, broker), error in sorted(results.items()):
+            if error is not None:
+                raise error
+            out.write(f"Moving {tp.topic}-{tp.partition} on broker {broker} to {args.dir}.\n")
+        if not args.wait:
+            return 0
+        deadline = time.monotonic() + args.request_timeout
+        pending = {tp for tp, _ in replicas}
+        while pending:
+            dirs = (await admin.describe_log_dirs([args.broker], {args.topic: args.partition}))[
+                args.broker
+            ]
+            pending = {
+                tp for d in dirs for tp, info in d.replicas.items()
+                if info.is_future or d.path != args.dir
+            }  # fmt: skip
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise CliError(f"still moving after {args.request_timeout:g}s: {sorted(pending)}")
+            await asyncio.sleep(0.2)
+        out.write(f"Done: the replicas are in {args.dir}.\n")
+    return 0
+
+
 async def _stdin_lines() -> Any:
     """Lines of standard input as bytes (line ending removed), read by a thread so the event
     loop keeps sending; at most a bounded number of lines wait in memory."""
@@ -756,6 +834,8 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace, TextIO], A
     ("groups", "delete"): groups_delete,
     ("transactions", "list"): transactions_list,
     ("transactions", "describe"): transactions_describe,
+    ("log-dirs", "describe"): log_dirs_describe,
+    ("log-dirs", "move"): log_dirs_move,
     ("produce", None): produce,
     ("consume", None): consume,
     ("ready", None): ready,

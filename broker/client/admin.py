@@ -831,6 +831,40 @@ class AdminClient:
             out[node_id] = dirs
         return out
 
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[TopicPartition, int], str]
+    ) -> dict[tuple[TopicPartition, int], KafkaError | None]:
+        """Move replicas, given as (partition, broker id), to a log dir of their broker
+        (AlterReplicaLogDirs). Returns each one's error, None when the broker took it (the
+        copy then runs in the background; describe_log_dirs shows its future replica).
+        REPLICA_NOT_AVAILABLE: the broker does not host it yet, and will create it there."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (tp, broker), path in moves.items():
+            topics = by_broker.setdefault(broker, {}).setdefault(path, {})
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        out: dict[tuple[TopicPartition, int], KafkaError | None] = {}
+        for broker, dirs in by_broker.items():
+            body = {
+                "dirs": [
+                    {"path": path,
+                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                    for path, topics in dirs.items()
+                ]
+            }  # fmt: skip
+            resp = await self.cluster.retry(
+                lambda b=broker, body=body: self.cluster.request_node(
+                    b, ApiKey.ALTER_REPLICA_LOG_DIRS, body
+                ),
+                what="AlterReplicaLogDirs",
+            )
+            for t in resp["results"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["topic_name"], p["partition_index"])
+                    out[(tp, broker)] = error_of(
+                        p["error_code"], None, f"replica of {tp} on broker {broker}"
+                    )
+        return out
+
     # -- ACLs -----------------------------------------------------------------------------
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> None:

@@ -117,6 +117,16 @@ class Partition:
             r != self.local_broker_id for r in self.state.replicas
         )
 
+    def replace_log(self, new_log: Log) -> None:
+        """The replica moved to another log dir: `new_log`, a complete copy of the current log,
+        serves from now on, with the same high watermark, leader epochs and producer state."""
+        old = self.log
+        new_log.hw_tracks_leo = old.hw_tracks_leo
+        new_log.high_watermark = old.high_watermark
+        new_log.epoch_cache.replace(old.epoch_cache.entries)
+        self.log = new_log
+        self.producer_state.rebind(new_log)
+
     # --- leadership transitions ---------------------------------------------------------------
 
     def make_leader(self, state: PartitionState, checkpointed_hw: int | None, now: int) -> None:

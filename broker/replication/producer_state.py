@@ -654,6 +654,22 @@ class LogProducerState(ProducerStateManager):
             return high_watermark
         return max(min(first, high_watermark), self.log.log_start_offset)
 
+    def rebind(self, log: Log) -> None:
+        """Follow the partition to another copy of its log (a move between log dirs): the
+        state is the same, its snapshots go to the new directory."""
+        old = self.log
+        old.on_roll = old.on_close = old.active_producers = None
+        self.log = log
+        self.directory = log.dir
+        log.on_roll = self._on_roll
+        log.on_close = self._on_close
+        log.active_producers = self.last_batch_offsets
+        self.last_snapshot_offset = 0
+        try:
+            self.take_snapshot(sync=True)
+        except OSError as exc:
+            logger.warning("%s: producer snapshot after a move failed: %s", log.dir, exc)
+
     def last_batch_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its last batch: batches the cleaner must keep."""
         return {pid: e.last_offset for pid, e in self.producers.items() if e.batches}

@@ -18,8 +18,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..client.security import ClientSecurity
@@ -37,6 +38,7 @@ from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from ..wait_time import waiting
 from .fetcher import FetcherSettings, ReplicaFetcher
+from .log_dir_mover import LogDirMover
 from .partition import Partition, PartitionState, now_ms
 from .producer_state import AppendOrigin
 
@@ -78,6 +80,10 @@ class ReplicaManager:
         self.security: ClientSecurity | None = None  # the fetchers' login to the leaders
         self._isr_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        # Partitions whose log was in a failed log dir (Kafka's HostedPartition.Offline).
+        self.offline: set[tuple[str, int]] = set()
+        self.mover = LogDirMover(self._swap_future)
+        log_manager.on_dir_failure.append(self.handle_log_dir_failure)
 
     def attach(
         self,
@@ -96,6 +102,8 @@ class ReplicaManager:
         if config is not None:
             self.replica_lag_time_max_ms = int(config.get("replica.lag.time.max.ms"))
             self.inter_broker_listener = getattr(config, "inter_broker_listener", None)
+            rate = float(config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
+            self.mover.rate = rate if rate < (1 << 63) - 1 else float("inf")
 
     def fetcher_settings(self) -> FetcherSettings:
         s = FetcherSettings(self.broker_id, security=self.security)
@@ -115,6 +123,7 @@ class ReplicaManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._isr_task
             self._isr_task = None
+        await self.mover.shutdown()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
@@ -135,6 +144,9 @@ class ReplicaManager:
         )
         partition = Partition(topic, index, topic_id, log_, state, self.broker_id)
         self.partitions[key] = partition
+        future = self.log_manager.get_future_log(topic, index)
+        if future is not None:  # a move a restart interrupted goes on
+            self._start_move(partition, future)
         return partition, True
 
     def become_leader_or_follower(
@@ -234,6 +246,9 @@ class ReplicaManager:
             tp = (p.topic, p.partition)
             state = self._state_of(p)
             current = self.partitions.get(tp)
+            if tp in self.offline:
+                errors.partitions[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if current is not None and p.leader_epoch < current.state.leader_epoch:
                 errors.partitions[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                 continue
@@ -260,7 +275,7 @@ class ReplicaManager:
                     state,
                     self._leader_endpoint(request, p.leader),
                 )
-            except OSError as e:
+            except (OSError, KafkaError) as e:
                 log.error("cannot host %s-%d: %s", p.topic, p.partition, e)
                 errors.partitions[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             else:
@@ -280,12 +295,81 @@ class ReplicaManager:
     def stop_replicas(self, partitions: Iterable[tuple[str, int]], delete: bool) -> None:
         for topic, index in partitions:
             self._remove_from_fetchers((topic, index))
+            self.mover.stop((topic, index))
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
                 partition.wake_fetchers()
                 partition.wake_hw_waiters()
             if delete:
+                self.offline.discard((topic, index))
                 self.log_manager.delete_log(topic, index)
+
+    # --- log dirs: moves between them (AlterReplicaLogDirs) and their failures ----------------
+
+    def alter_replica_log_dirs(
+        self, dirs: Mapping[tuple[str, int], str]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Move each replica to the log dir named for it (Kafka's ReplicaManager rules)."""
+        lm = self.log_manager
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for tp, raw in dirs.items():
+            dest = Path(raw)
+            if len(f"{tp[0]}-{tp[1]}.{'0' * 32}-future") > 255:
+                out[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif not dest.is_absolute() or dest not in lm.log_dirs:
+                out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
+            elif not lm.is_dir_online(dest) or tp in self.offline:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif (partition := self.partitions.get(tp)) is None:
+                # Created in `dest` when the controller assigns it here (kafka-reassign-partitions
+                # sends this before the reassignment reaches the broker, then retries).
+                lm.set_preferred_dir(tp[0], tp[1], dest)
+                out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE
+            else:
+                try:
+                    if lm.future_dir_of(*tp) not in (None, dest):
+                        self.mover.stop(tp)
+                        lm.remove_future_log(*tp)
+                    future = lm.create_future_log(tp[0], tp[1], dest)
+                except KafkaError as e:
+                    out[tp] = e.code
+                    continue
+                if future is None:
+                    self.mover.stop(tp)
+                elif not self.mover.moving(tp):
+                    self._start_move(partition, future)
+                out[tp] = ErrorCode.NONE
+        return out
+
+    def _start_move(self, partition: Partition, future: Any) -> None:
+        try:
+            self.mover.start(partition, future)
+        except RuntimeError:  # no running loop (unit tests without one): nothing copies
+            log.warning("cannot move %s-%d: no event loop", partition.topic, partition.index)
+
+    def _swap_future(self, partition: Partition) -> None:
+        new_log = self.log_manager.replace_current_with_future(partition.topic, partition.index)
+        partition.replace_log(new_log)
+        log.info("%s-%d now lives in %s", partition.topic, partition.index, new_log.dir.parent)
+
+    def handle_log_dir_failure(
+        self, log_dir: Path, lost: list[tuple[str, int]], lost_futures: list[tuple[str, int]]
+    ) -> None:
+        """A log dir failed: moves into it stop; its partitions go offline here (fetches and
+        produces get KAFKA_STORAGE_ERROR; the controller moves leadership elsewhere)."""
+        for tp in lost_futures:
+            self.mover.stop(tp)
+        for tp in lost:
+            self.mover.stop(tp)
+            self._remove_from_fetchers(tp)
+            partition = self.partitions.pop(tp, None)
+            self.offline.add(tp)
+            if partition is not None:
+                partition.leadership_losses += 1
+                partition.wake_fetchers()
+                partition.wake_hw_waiters()
+        if lost:
+            log.error("partitions offline after the failure of %s: %s", log_dir, sorted(lost))
 
     # --- ISR maintenance (leader) -------------------------------------------------------------
 
@@ -419,6 +503,8 @@ class ReplicaManager:
         """The partition if this broker leads it; `known`: the metadata has the partition."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
             code = (
                 ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )

@@ -23,6 +23,7 @@ from .checkpoint import (
     write_offset_checkpoint,
 )
 from .cleaner import CleanTask, SegmentRef
+from .errors import KafkaStorageError
 from .log import Log, now_ms
 
 if TYPE_CHECKING:
@@ -276,9 +277,8 @@ class CleanerManager:
             return False
         try:
             return log_.replace_segments(base, old_bases, generation)
-        except OSError as exc:
-            self.log_manager.dir_failed(log_.dir.parent, f"swap into {log_.dir.name}: {exc}")
-            return False
+        except KafkaStorageError:
+            return False  # the dir went offline (the log told the log manager)
 
     def done_cleaning(self, task: CleanTask, end_offset: int | None) -> None:
         """The round ended: `end_offset` is the new first dirty offset (None: aborted or

@@ -120,6 +120,11 @@ class LeaderEpochCache:
         ]
         self.flush()
 
+    def replace(self, entries: list[EpochEntry]) -> None:
+        """Take another cache's entries (a replica moved to another log dir)."""
+        self._entries = list(entries)
+        self.flush()
+
     def clear(self) -> None:
         if self._entries:
             self._entries = []

@@ -11,6 +11,7 @@ The log is not thread-safe: the broker drives it from its event loop.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import re
@@ -19,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..records import batch as rb
 from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
@@ -60,6 +61,25 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guard_io(method: _F) -> _F:
+    """An OSError from the log's files becomes KAFKA_STORAGE_ERROR for the caller, and the
+    log's `on_io_error` hook (the log manager, which takes the dir offline) hears of it."""
+
+    @functools.wraps(method)
+    def guarded(self: Log, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            if self.on_io_error is not None:
+                self.on_io_error(exc)
+            raise KafkaStorageError(f"I/O error on {self.dir.name}: {exc}") from exc
+
+    return guarded  # type: ignore[return-value]
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -78,6 +98,13 @@ def _next_offset_of_file(path: Path, base: int) -> int:
     finally:
         os.close(fd)
     return next_offset
+
+
+def strip_dir_suffix(name: str) -> str:
+    """`<topic>-<p>` from a moving or deleted log's `<topic>-<p>.<uuid>-future|-delete`."""
+    if name.endswith(("-future", "-delete")) and "." in name:
+        return name[: name.rindex(".")]
+    return name
 
 
 def parse_topic_partition(name: str) -> tuple[str, int] | None:
@@ -114,7 +141,7 @@ class Log:
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.dir = Path(directory)
-        parsed = parse_topic_partition(self.dir.name)
+        parsed = parse_topic_partition(strip_dir_suffix(self.dir.name))
         self.topic, self.partition = parsed if parsed else (self.dir.name, 0)
         self.config = config
         self.clock = clock
@@ -133,6 +160,8 @@ class Log:
         # Base offset of the first segment recovery rebuilt (its .txnindex included), or None:
         # the producer state replays the log from there to write the aborted transactions again.
         self.recovered_from: int | None = None
+        # Told of any OSError from this log's files (the log manager takes the dir offline).
+        self.on_io_error: Callable[[OSError], None] | None = None
         # For the cleaner: producer id -> offset of its last batch (those batches must stay).
         self.active_producers: Callable[[], dict[int, int]] | None = None
         # Bumped by every truncation: a cleaning planned before one is not swapped in.
@@ -272,6 +301,7 @@ class Log:
                 break
         self._bases = [s.base_offset for s in self._segments]
 
+    @_guard_io
     def replace_segments(self, base: int, old_bases: Sequence[int], generation: int) -> bool:
         """Put the cleaner's `<base>.*.cleaned` segment in place of the segments at
         `old_bases`; False (nothing changed) when those are no longer the log's, unchanged.
@@ -305,6 +335,15 @@ class Log:
         self._bases = [s.base_offset for s in self._segments]
         crash_point("cleaner-swapped")
         return True
+
+    def first_batch_offset(self) -> int:
+        """Base offset of the first batch holding the log start offset or later (the log end
+        offset when there is none): where a copy of this log starts."""
+        for seg in self._segments:
+            found = seg.translate_offset(self._log_start)
+            if found is not None:
+                return found[1].base_offset
+        return self._leo
 
     def _note_truncation(self, offset: int) -> None:
         self.generation += 1
@@ -368,6 +407,7 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------
 
+    @_guard_io
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -426,10 +466,7 @@ class Log:
             epochs.append((leader_epoch, first_offset))
 
         segment = self._maybe_roll(total, max_ts, next_offset - 1, first_offset)
-        try:
-            segment.append(buf, batches)
-        except OSError as exc:
-            raise KafkaStorageError(f"append to {self.dir.name} failed: {exc}") from exc
+        segment.append(buf, batches)
         self._leo = next_offset
         if self.hw_tracks_leo:
             self._hw = next_offset
@@ -441,6 +478,7 @@ class Log:
             self.flush()
         return AppendResult(first_offset, next_offset - 1, max_ts, self._log_start, offset_of_max)
 
+    @_guard_io
     def _append_in_chunks(self, buf: bytearray | memoryview) -> AppendResult:
         """A follower's fetch may exceed segment.bytes: append it in segment-sized runs."""
         view = memoryview(buf)
@@ -474,6 +512,7 @@ class Log:
             segment = self.roll(first_offset)
         return segment
 
+    @_guard_io
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or the given later offset)."""
         new_base = max(expected_next_offset or 0, self._leo)
@@ -501,6 +540,7 @@ class Log:
 
     # -- read ----------------------------------------------------------------------------------
 
+    @_guard_io
     def read(
         self,
         offset: int,
@@ -580,17 +620,14 @@ class Log:
                 break
         return out
 
+    @_guard_io
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its ABORT marker (once)."""
         i = bisect.bisect_right(self._bases, txn.last_offset) - 1
         if i >= 0:
-            try:
-                self._segments[i].txn_index.append(txn)
-            except OSError as exc:
-                raise KafkaStorageError(
-                    f"{self.dir.name}: writing .txnindex failed: {exc}"
-                ) from exc
+            self._segments[i].txn_index.append(txn)
 
+    @_guard_io
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose timestamp is >= `timestamp`, or a special one
         (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local)."""
@@ -627,6 +664,7 @@ class Log:
 
     # -- log start, retention ------------------------------------------------------------------
 
+    @_guard_io
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (at most the high watermark)
         and drop the segments wholly below it. Returns the new log start offset."""
@@ -647,6 +685,7 @@ class Log:
         self._recovery_point = max(self._recovery_point, offset)
         self.epoch_cache.truncate_from_start(offset)
 
+    @_guard_io
     def delete_old_segments(self, now: int | None = None) -> int:
         """Retention: segments past retention.ms or beyond retention.bytes, and segments below
         the log start offset. Returns how many were deleted."""
@@ -718,6 +757,7 @@ class Log:
                 pass
             self._pending_deletes.append((due, seg))
 
+    @_guard_io
     def remove_deleted_segments(self, now: int | None = None, *, force: bool = False) -> int:
         """Close and unlink the files of segments deleted at least file.delete.delay.ms ago
         (the delay lets in-flight sendfiles from their fds finish)."""
@@ -734,6 +774,7 @@ class Log:
 
     # -- truncation (followers) ----------------------------------------------------------------
 
+    @_guard_io
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after `offset` (follower divergence). True if anything went."""
         if offset < 0:
@@ -754,6 +795,7 @@ class Log:
         self.epoch_cache.truncate_from_end(self._leo)
         return True
 
+    @_guard_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
         self._note_truncation(offset)
@@ -769,6 +811,7 @@ class Log:
 
     # -- flush, close --------------------------------------------------------------------------
 
+    @_guard_io
     def flush(self, offset: int | None = None) -> None:
         """fsync the segments holding offsets below `offset` (default: everything) and move
         the recovery point there."""
@@ -786,6 +829,7 @@ class Log:
         if offset is None:
             self.last_flush_ms = self.clock()
 
+    @_guard_io
     def maybe_flush(self, now: int | None = None) -> None:
         """Periodic work: flush segments that rolled, and everything once flush.ms has passed."""
         now = self.clock() if now is None else now

@@ -6,6 +6,13 @@ deletion, checkpoints) and `shutdown()` flushes, checkpoints and leaves the mark
 the files are Kafka's: meta.properties, recovery-point-offset-checkpoint,
 replication-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint and
 .kafka_cleanshutdown. The log cleaner (compaction) runs beside it once `start_cleaner` is called.
+
+Several log dirs (JBOD): a new log goes to the online dir holding the fewest logs (or the one an
+AlterReplicaLogDirs named for it beforehand). A `-future` log is a replica being moved to another
+dir on this broker; it replaces the current one once it caught up (`replace_current_with_future`).
+A dir whose disk fails (any OSError from its files) goes offline, as Kafka's
+LogDirFailureChannel does: its logs are dropped from service and `on_dir_failure` listeners (the
+replica manager) are told; the other dirs keep serving.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -33,14 +41,15 @@ from .checkpoint import (
     write_offset_checkpoint,
 )
 from .cleaner_manager import CleanerManager
-from .errors import InconsistentMetaProperties, LogDirError, LogDirInUse
-from .log import Log, now_ms, parse_topic_partition
+from .errors import InconsistentMetaProperties, KafkaStorageError, LogDirError, LogDirInUse
+from .log import Log, now_ms, parse_topic_partition, strip_dir_suffix
 from .log_cleaner import CleanerConfig, LogCleaner, RunOnOwner
 from .log_config import LogConfig
 
 logger = logging.getLogger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 LOCK_FILE = ".lock"
 
 TopicPartition = tuple[str, int]
@@ -50,6 +59,11 @@ def delete_dir_name(topic: str, partition: int) -> str:
     """Kafka's name for a partition directory awaiting deletion (at most 255 characters)."""
     suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
     return topic[: 255 - len(suffix)] + suffix
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a replica being moved into a log dir: `<topic>-<p>.<uuid>-future`."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
 # Directories Odradek itself keeps beside the partitions; never logs, never warned about.
@@ -79,6 +93,16 @@ class LogManager:
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        # Where AlterReplicaLogDirs asked a replica this broker does not host yet to be created.
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+        # Called (dir, partitions whose log was there, partitions whose future log was there)
+        # when a dir fails.
+        self.on_dir_failure: list[
+            Callable[[Path, list[TopicPartition], list[TopicPartition]], None]
+        ] = []
         self._doomed: list[tuple[int, Log | None, Path]] = []
         self._checkpointed_hw: dict[TopicPartition, int] = {}
         self._topic_configs: dict[str, LogConfig] = {}
@@ -91,17 +115,24 @@ class LogManager:
     # -- start-up ------------------------------------------------------------------------------
 
     def check_dirs(self) -> None:
-        """Create every log dir and make sure this process can write in it: LogDirError names
-        the first that fails (a missing permission, a file in the way, a read-only disk)."""
-        for log_dir in self.log_dirs:
+        """Create every log dir and make sure this process can write in it. A dir that fails
+        (a missing permission, a file in the way, a read-only disk) is offline, as Kafka starts
+        on the dirs that work; LogDirError names the first failure when none works."""
+        failures: list[tuple[str, OSError]] = []
+        for log_dir in self.online_dirs():
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 with tempfile.TemporaryFile(dir=log_dir):
                     pass
             except OSError as e:
-                raise LogDirError(
-                    f"cannot use log directory {log_dir} (log.dirs): {e.strerror or e}"
-                ) from e
+                failures.append(
+                    (f"cannot use log directory {log_dir} (log.dirs): {e.strerror or e}", e)
+                )
+                self.offline_dirs.add(log_dir)
+        if not self.online_dirs():
+            raise LogDirError(failures[0][0]) from failures[0][1]
+        for message, _ in failures:
+            logger.error("%s: the directory is offline", message)
 
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
         """Lock the log dirs and load every log, recovering those of uncleanly stopped dirs."""
@@ -109,9 +140,19 @@ class LogManager:
         now = self.clock()
         self.check_dirs()
         for log_dir in self.log_dirs:
-            self._lock(log_dir)
-            self._load_dir(log_dir, now)
-        for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._lock(log_dir)
+                self._load_dir(log_dir, now)
+            except OSError as exc:
+                # Kafka starts without a dir it cannot read, as long as one dir works.
+                logger.error("log dir %s is offline: %s", log_dir, exc)
+                self._forget_dir(log_dir)
+                self.offline_dirs.add(log_dir)
+        if not self.online_dirs():
+            raise LogDirError(f"no usable log directory among {', '.join(map(str, self.log_dirs))}")
+        for log_dir in self.online_dirs():
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         self._next = {
             "retention": now + self.retention_check_interval_ms,
@@ -151,31 +192,46 @@ class LogManager:
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 self._doomed.append((now, None, Path(entry.path)))
                 continue
-            tp = parse_topic_partition(entry.name)
+            future = entry.name.endswith(FUTURE_DIR_SUFFIX)
+            tp = parse_topic_partition(strip_dir_suffix(entry.name))
             if tp is None and entry.name.startswith(OWN_DIR_PREFIX):
                 continue  # e.g. the embedded metadata store, which may live in a log dir
             if tp is None:
                 logger.warning("ignoring directory %s: not <topic>-<partition>", entry.path)
                 continue
-            if tp in self._logs:
+            logs, dirs = (
+                (self._future_logs, self._future_dir_of)
+                if future
+                else (self._logs, self._log_dir_of)
+            )
+            if tp in logs:
                 raise RuntimeError(f"duplicate log directories for {tp[0]}-{tp[1]}: {entry.path}")
-            self._logs[tp] = Log(
-                entry.path,
-                self._config_for(tp[0]),
+            logs[tp] = self._open_log(
+                Path(entry.path),
+                log_dir,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 clean_shutdown=clean,
-                clock=self.clock,
             )
-            self._log_dir_of[tp] = log_dir
+            dirs[tp] = log_dir
             if not clean:
                 logger.info("recovered %s after an unclean shutdown", entry.name)
 
+    def _open_log(self, path: Path, log_dir: Path, **kwargs: Any) -> Log:
+        log = Log(path, self._config_for(parse_topic_partition(strip_dir_suffix(path.name))[0]),
+                  clock=self.clock, **kwargs)  # fmt: skip
+        log.on_io_error = lambda exc, d=log_dir: self.dir_failed(d, str(exc))
+        return log
+
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None = None) -> None:
         """Check meta.properties of every log dir against this broker (write it where missing)."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             path = log_dir / META_PROPERTIES
-            props = read_properties(path)
+            try:
+                props = read_properties(path)
+            except OSError as exc:
+                self.dir_failed(log_dir, f"cannot read {path}: {exc}")
+                continue
             if props is None:
                 write_meta_properties(path, broker_id, cluster_id)
                 continue
@@ -216,10 +272,45 @@ class LogManager:
     # -- log dirs ------------------------------------------------------------------------------
 
     def online_dirs(self) -> list[Path]:
-        return list(self.log_dirs)
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_dir_online(self, log_dir: Path) -> bool:
+        return log_dir in self.log_dirs and log_dir not in self.offline_dirs
 
     def dir_failed(self, log_dir: Path, reason: str) -> None:
-        logger.error("log dir %s failed: %s", log_dir, reason)
+        """A disk operation in `log_dir` failed: take the dir offline (once). Its logs leave
+        service (their fds are closed; nothing more is written there) and the listeners are
+        told which partitions lost their log."""
+        if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
+            return
+        logger.error("log dir %s is offline: %s", log_dir, reason)
+        self.offline_dirs.add(log_dir)
+        self.cleaner_manager.handle_dir_failure(log_dir)
+        lost, lost_futures = self._forget_dir(log_dir)
+        for listener in list(self.on_dir_failure):
+            try:
+                listener(log_dir, lost, lost_futures)
+            except Exception:
+                logger.exception("log dir failure listener failed")
+
+    def _forget_dir(self, log_dir: Path) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Drop every log of `log_dir`: (partitions, partitions with a future log there)."""
+        lost: tuple[list[TopicPartition], list[TopicPartition]] = ([], [])
+        for out, logs, dirs in (
+            (lost[0], self._logs, self._log_dir_of),
+            (lost[1], self._future_logs, self._future_dir_of),
+        ):
+            for tp in sorted(tp for tp, d in dirs.items() if d == log_dir):
+                dirs.pop(tp)
+                log = logs.pop(tp)
+                out.append(tp)
+                try:
+                    log.close()
+                except (OSError, KafkaStorageError):
+                    pass
+        self._doomed = [(due, log, path) for due, log, path in self._doomed
+                        if not path.is_relative_to(log_dir)]  # fmt: skip
+        return lost
 
     # -- logs ----------------------------------------------------------------------------------
 
@@ -231,6 +322,31 @@ class LogManager:
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def get_future_log(self, topic: str, partition: int) -> Log | None:
+        return self._future_logs.get((topic, partition))
+
+    def all_future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def future_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        preferred = self._preferred_dirs.pop(tp, None)
+        online = self.online_dirs()
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        if preferred is not None and preferred in online:
+            return preferred
+        counts = {d: 0 for d in online}
+        for d in (*self._log_dir_of.values(), *self._future_dir_of.values()):
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: counts[d])
 
     def get_or_create_log(
         self,
@@ -246,16 +362,12 @@ class LogManager:
             self._topic_configs[topic] = config
         log = self._logs.get(tp)
         if log is None:
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._log_dir_of.values():
-                counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
-            log = Log(
-                log_dir / f"{topic}-{partition}",
-                self._config_for(topic),
-                clean_shutdown=True,
-                clock=self.clock,
-            )
+            log_dir = self._next_log_dir(tp)
+            try:
+                log = self._open_log(log_dir / f"{topic}-{partition}", log_dir, clean_shutdown=True)
+            except OSError as exc:
+                self.dir_failed(log_dir, f"cannot create {topic}-{partition}: {exc}")
+                raise KafkaStorageError(f"cannot create {topic}-{partition}: {exc}") from exc
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
         elif config is not None:
@@ -270,9 +382,69 @@ class LogManager:
             self._topic_configs.pop(topic, None)
         else:
             self._topic_configs[topic] = config
-        for (t, _), log in self._logs.items():
+        for (t, _), log in [*self._logs.items(), *self._future_logs.items()]:
             if t == topic:
                 log.update_config(self._config_for(topic))
+
+    # -- moving replicas between log dirs (AlterReplicaLogDirs) ------------------------------
+
+    def set_preferred_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the replica in `log_dir` when it comes (it is not hosted here yet)."""
+        self._preferred_dirs[(topic, partition)] = log_dir
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> Log | None:
+        """An empty `-future` log in `log_dir` for the current log to be copied into; None
+        when the current log already lives there. A future log elsewhere is dropped first."""
+        tp = (topic, partition)
+        current = self._logs[tp]
+        existing = self._future_dir_of.get(tp)
+        if existing == log_dir:
+            return self._future_logs[tp]
+        if existing is not None:
+            self.remove_future_log(topic, partition)
+        if self._log_dir_of[tp] == log_dir:
+            return None
+        start = current.first_batch_offset()
+        try:
+            future = self._open_log(
+                log_dir / future_dir_name(topic, partition), log_dir,
+                log_start_offset=start, recovery_point=start, clean_shutdown=True,
+            )  # fmt: skip
+        except OSError as exc:
+            self.dir_failed(log_dir, f"cannot create a future log: {exc}")
+            raise KafkaStorageError(f"cannot create a future log in {log_dir}: {exc}") from exc
+        if current.topic_id is not None:
+            future.assign_topic_id(current.topic_id)
+        self._future_logs[tp] = future
+        self._future_dir_of[tp] = log_dir
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> None:
+        """Abandon a move: the future log and its directory go."""
+        tp = (topic, partition)
+        future = self._future_logs.pop(tp, None)
+        log_dir = self._future_dir_of.pop(tp, None)
+        if future is None or log_dir is None:
+            return
+        future.rename_dir(log_dir / delete_dir_name(topic, partition))
+        self._doomed.append((self.clock(), future, future.dir))
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """The future log caught up: it becomes the partition's log (Kafka's order: the future
+        directory takes the partition's name first, then the old one is renamed for deletion
+        and removed after file.delete.delay.ms, so in-flight reads from it finish)."""
+        tp = (topic, partition)
+        source, dest = self._logs[tp], self._future_logs.pop(tp)
+        source_dir, dest_dir = self._log_dir_of[tp], self._future_dir_of.pop(tp)
+        dest.rename_dir(dest_dir / f"{topic}-{partition}")
+        self._logs[tp] = dest
+        self._log_dir_of[tp] = dest_dir
+        self.cleaner_manager.alter_checkpoint_dir(tp, source_dir, dest_dir)
+        source.rename_dir(source_dir / delete_dir_name(topic, partition))
+        self._doomed.append((self.clock() + source.config.file_delete_delay_ms, source, source.dir))
+        for d in (source_dir, dest_dir):
+            self._checkpoint_dir(d)
+        return dest
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to `<topic>-<partition>.<uuid>-delete`, remove it later.
@@ -280,6 +452,7 @@ class LogManager:
         The log stays open until then so in-flight sendfiles from its fds can finish.
         """
         tp = (topic, partition)
+        self.remove_future_log(topic, partition)
         log = self._logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if log is None or log_dir is None:
@@ -305,9 +478,12 @@ class LogManager:
         if now >= self._next.get("retention", 0):
             self.cleanup_logs(now)
             self._next["retention"] = now + self.retention_check_interval_ms
-        for log in list(self._logs.values()):
-            log.maybe_flush(now)
-            log.remove_deleted_segments(now)
+        for log in [*self._logs.values(), *self._future_logs.values()]:
+            try:
+                log.maybe_flush(now)
+                log.remove_deleted_segments(now)
+            except KafkaStorageError:
+                pass  # the log's dir went offline
         self._delete_doomed(now)
         if now >= self._next.get("recovery", 0):
             self.checkpoint_recovery_points()
@@ -322,25 +498,47 @@ class LogManager:
     def cleanup_logs(self, now: int | None = None) -> int:
         """Retention pass over every log; returns the number of segments deleted."""
         now = self.clock() if now is None else now
-        return sum(log.delete_old_segments(now) for log in list(self._logs.values()))
+        deleted = 0
+        for log in list(self._logs.values()):
+            try:
+                deleted += log.delete_old_segments(now)
+            except KafkaStorageError:
+                pass  # the log's dir went offline
+        return deleted
 
     def _delete_doomed(self, now: int, *, force: bool = False) -> None:
         keep = []
         for due, log, path in self._doomed:
             if force or due <= now:
                 if log is not None:
-                    log.close()
+                    try:
+                        log.close()
+                    except OSError as exc:
+                        logger.warning("closing deleted log %s: %s", path, exc)
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 keep.append((due, log, path))
         self._doomed = keep
 
-    def _checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
-        for log_dir in self.log_dirs:
+    def _checkpoint(self, name: str, value: Callable[[Log], int], dirs=None) -> None:
+        for log_dir in self.online_dirs() if dirs is None else dirs:
             offsets = {
                 tp: value(log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir
             }
-            write_offset_checkpoint(log_dir / name, offsets)
+            for tp, log in self._future_logs.items():
+                if self._future_dir_of[tp] == log_dir and name != REPLICATION_CHECKPOINT:
+                    offsets[tp] = value(log)
+            try:
+                write_offset_checkpoint(log_dir / name, offsets)
+            except OSError as exc:
+                self.dir_failed(log_dir, f"cannot write {name}: {exc}")
+
+    def _checkpoint_dir(self, log_dir: Path) -> None:
+        if self.is_dir_online(log_dir):
+            self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, [log_dir])
+            self._checkpoint(
+                LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, [log_dir]
+            )
 
     def checkpoint_recovery_points(self) -> None:
         self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
@@ -361,9 +559,15 @@ class LogManager:
                 os.close(fd)
             self._locks = []
             return
-        for log in self._logs.values():
-            log.flush()
-            log.close()
+        for log_dir, log in [
+            *((self._log_dir_of[tp], log) for tp, log in self._logs.items()),
+            *((self._future_dir_of[tp], log) for tp, log in self._future_logs.items()),
+        ]:
+            try:
+                log.flush()
+                log.close()
+            except (OSError, KafkaStorageError) as exc:
+                self.dir_failed(log_dir, f"flush at shutdown: {exc}")
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
@@ -371,11 +575,16 @@ class LogManager:
             if log is not None:
                 log.close()
         self._doomed = []
-        for log_dir in self.log_dirs:
-            write_clean_shutdown(log_dir / CLEAN_SHUTDOWN_FILE)
+        for log_dir in self.online_dirs():
+            try:
+                write_clean_shutdown(log_dir / CLEAN_SHUTDOWN_FILE)
+            except OSError as exc:
+                logger.error("cannot write the clean-shutdown marker of %s: %s", log_dir, exc)
         for fd in self._locks:
             os.close(fd)
         self._locks = []
         self._logs = {}
         self._log_dir_of = {}
+        self._future_logs = {}
+        self._future_dir_of = {}
         self._started = False
