@@ -73,6 +73,12 @@ class _Context:
     deleting: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
     # brokers in controlled shutdown: never elected leader nor kept in an ISR
     shutting_down: set[int] = field(default_factory=set)
+    # replicas in a failed log dir of a live broker (Kafka's replicasOnOfflineDirs)
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
+
+    def replica_online(self, broker: int, tp: TopicPartition) -> bool:
+        """The broker is alive and its replica of `tp` is not in a failed log dir."""
+        return broker in self.live and tp not in self.offline_replicas.get(broker, ())
 
     def remove_topic(self, topic: str) -> None:
         for p in self.assignments.pop(topic, {}):
@@ -218,7 +224,7 @@ class _Batch:
             isr=state.isr,
             zk_version=state.partition_epoch,
             replicas=replicas,
-            offline_replicas=tuple(r for r in replicas if r not in ctx.live),
+            offline_replicas=tuple(r for r in replicas if not ctx.replica_online(r, tp)),
         )
 
     def send(self) -> None:
@@ -300,6 +306,7 @@ class Controller:
         self._watch_topics = self._watcher("topic_change")
         self._watch_deletions = self._watcher("topic_deletion")
         self._watch_isr_changes = self._watcher("isr_change")
+        self._watch_log_dir_events = self._watcher("log_dir_event")
         self._watch_reassign = self._watcher("legacy_reassignment")
         self._rebalance_timer: asyncio.TimerHandle | None = None
         self._watch_topic: dict[str, Callable[[WatchedEvent], None]] = {}
@@ -404,6 +411,9 @@ class Controller:
             bad = {tp: e for tp, e in reply.partitions.items() if e != ErrorCode.NONE}
             if reply.error != ErrorCode.NONE or bad:
                 log.warning("LeaderAndIsr to broker %d: %s %s", broker, reply.error.name, bad)
+            offline = sorted(tp for tp, e in bad.items() if e == ErrorCode.KAFKA_STORAGE_ERROR)
+            if offline:
+                self._enqueue("replicas_offline", broker, offline)
 
     async def _open_channel(self, reg: zk.BrokerRegistration) -> None:
         if reg.id in self._channels:
@@ -524,6 +534,9 @@ class Controller:
         # Pending ISR notifications are obsolete: every state znode is read just below.
         pending = await self._io(self.zk.get_isr_change_notifications, self._watch_isr_changes)
         await self._io(self.zk.delete_isr_change_notifications, pending, self.epoch_zk_version)
+        # Failed log dirs show in the LeaderAndIsr answers below (KAFKA_STORAGE_ERROR).
+        events = await self._io(self.zk.get_log_dir_event_notifications, self._watch_log_dir_events)
+        await self._io(self.zk.delete_log_dir_event_notifications, events, self.epoch_zk_version)
         for topic in await self._io(self.zk.get_all_topics, self._watch_topics):
             found = await self._io(self._read_topic, topic)
             if found is not None:
@@ -550,7 +563,7 @@ class Controller:
                 st is not None
                 and tp[0] not in ctx.to_delete
                 and st.leader in ctx.live
-                and any(r not in ctx.live for r in st.isr)
+                and any(not ctx.replica_online(r, tp) for r in st.isr)
             ):
                 await self._shrink_isr(batch, tp)
         await self._elect_leaders(batch, self._needing_leader())
@@ -571,7 +584,7 @@ class Controller:
             tp
             for tp in ctx.all_partitions()
             if tp[0] not in ctx.to_delete
-            and ((st := ctx.states.get(tp)) is None or st.leader not in ctx.live)
+            and ((st := ctx.states.get(tp)) is None or not ctx.replica_online(st.leader, tp))
         ]
 
     def _unclean_allowed(self, topic: str) -> bool:
@@ -583,7 +596,7 @@ class Controller:
         ctx = self.ctx
         new: dict[str, dict[int, zk.PartitionState]] = {}
         for tp in partitions:
-            live = [r for r in ctx.replicas(tp) if r in ctx.live]
+            live = [r for r in ctx.replicas(tp) if ctx.replica_online(r, tp)]
             if tp not in ctx.states:
                 if live:
                     new.setdefault(tp[0], {})[tp[1]] = zk.PartitionState(
@@ -610,15 +623,16 @@ class Controller:
             live_isr = [
                 r
                 for r in replicas
-                if r in ctx.live and r in state.isr and r not in ctx.shutting_down
+                if ctx.replica_online(r, tp) and r in state.isr and r not in ctx.shutting_down
             ]
             if live_isr:
-                return live_isr[0], tuple(r for r in state.isr if r in ctx.live), zk.RECOVERED
-            live = [r for r in replicas if r in ctx.live]
+                isr = tuple(r for r in state.isr if ctx.replica_online(r, tp))
+                return live_isr[0], isr, zk.RECOVERED
+            live = [r for r in replicas if ctx.replica_online(r, tp)]
             if live and await self._io(self._unclean_allowed, tp[0]):
                 log.warning("Unclean leader election for %s-%d: broker %d", tp[0], tp[1], live[0])
                 return live[0], (live[0],), zk.RECOVERING
-            isr = self._shrunk_isr(state.isr)
+            isr = self._shrunk_isr(state.isr, tp)
             if state.leader == zk.NO_LEADER and isr == state.isr:
                 return None
             return zk.NO_LEADER, isr, state.leader_recovery_state
@@ -629,17 +643,17 @@ class Controller:
         """Remove dead brokers from the ISR of a partition whose leader lives."""
 
         async def decide(state: zk.PartitionState) -> _Decision | None:
-            if state.leader not in self.ctx.live:
+            if not self.ctx.replica_online(state.leader, tp):
                 return None
-            isr = self._shrunk_isr(state.isr)
+            isr = self._shrunk_isr(state.isr, tp)
             return None if isr == state.isr else (state.leader, isr, state.leader_recovery_state)
 
         await self._change_state(batch, tp, decide)
 
-    def _shrunk_isr(self, isr: tuple[int, ...]) -> tuple[int, ...]:
+    def _shrunk_isr(self, isr: tuple[int, ...], tp: TopicPartition) -> tuple[int, ...]:
         """ISR without dead brokers; the last member is never removed (it may be the only
         replica with every acknowledged record, so it must be the next clean leader)."""
-        alive = tuple(r for r in isr if r in self.ctx.live)
+        alive = tuple(r for r in isr if self.ctx.replica_online(r, tp))
         return alive or isr[-1:]
 
     async def _change_state(
@@ -694,6 +708,7 @@ class Controller:
         for b in dead | bounced:
             ctx.live.pop(b, None)
             ctx.shutting_down.discard(b)
+            ctx.offline_replicas.pop(b, None)  # a restarted broker reports its dirs afresh
             await self._close_channel(b)
         if dead or bounced:
             await self._on_brokers_failure(dead | bounced)
@@ -761,6 +776,50 @@ class Controller:
                     await self._maybe_complete_reassignment(tp)
         finally:
             await self._io(self.zk.delete_isr_change_notifications, names, self.epoch_zk_version)
+
+    # -- log dir failures (Kafka's LogDirEventNotification handling)
+
+    async def _on_log_dir_event(self) -> None:
+        """A broker announced a failed log dir: send it LeaderAndIsr for all its replicas;
+        it answers KAFKA_STORAGE_ERROR for those it lost (handled by `_on_replicas_offline`)."""
+        ctx = self.ctx
+        names = await self._io(self.zk.get_log_dir_event_notifications, self._watch_log_dir_events)
+        if not names:
+            return
+        try:
+            brokers = set(await self._io(self.zk.get_log_dir_event_brokers, names)) & set(ctx.live)
+            log.info("Log dir failures reported by brokers %s", sorted(brokers))
+            batch = _Batch(self)
+            for tp in ctx.all_partitions():
+                on = brokers & set(ctx.replicas(tp))
+                if on and tp in ctx.states and tp[0] not in ctx.to_delete:
+                    batch.add_leader_and_isr(on, tp)
+            batch.send()
+        finally:
+            await self._io(self.zk.delete_log_dir_event_notifications, names, self.epoch_zk_version)
+
+    async def _on_replicas_offline(self, broker: int, partitions: list[TopicPartition]) -> None:
+        """`broker` lost these replicas with a log dir: leaders move elsewhere, ISRs shrink."""
+        ctx = self.ctx
+        if broker not in ctx.live:
+            return
+        known = ctx.offline_replicas.setdefault(broker, set())
+        new = sorted(set(partitions) - known)
+        if not new:
+            return
+        known.update(new)
+        log.warning("Replicas on broker %d are offline: %s", broker, new)
+        batch = _Batch(self)
+        for tp in new:
+            st = ctx.states.get(tp)
+            if st is None or tp[0] in ctx.to_delete:
+                continue
+            if st.leader == broker:
+                await self._offline_election(batch, tp)
+            elif broker in st.isr:
+                await self._shrink_isr(batch, tp)
+        batch.add_update_metadata(ctx.live, new)
+        batch.send()
 
     # -- topics
 

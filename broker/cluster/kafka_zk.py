@@ -400,6 +400,39 @@ class KafkaZk:
             except NoNodeError:
                 pass
 
+    # -- log dir failures (a broker whose log dir failed asks the controller to look at it)
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """`/log_dir_event_notification/log_dir_event_<seq>` naming this broker."""
+        self.store.create(
+            f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{zk.LOG_DIR_EVENT_PREFIX}",
+            zk.encode_log_dir_event(broker_id),
+            sequential=True,
+            makepath=True,
+        )
+
+    def get_log_dir_event_notifications(self, watch: WatchCallback | None = None) -> list[str]:
+        names = self.children(zk.LOG_DIR_EVENT_NOTIFICATION, watch)
+        return sorted(n for n in names if n.startswith(zk.LOG_DIR_EVENT_PREFIX))
+
+    def get_log_dir_event_brokers(self, names: Sequence[str]) -> list[int]:
+        """The brokers of these log dir failure notifications (a vanished one names none)."""
+        out = []
+        for name in names:
+            found = self.get_data(f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{name}")
+            if found is not None:
+                broker, event = zk.decode_log_dir_event(found[0])
+                if event == zk.LOG_DIR_FAILURE:
+                    out.append(broker)
+        return out
+
+    def delete_log_dir_event_notifications(self, names: Sequence[str], fence: int | None) -> None:
+        for name in names:
+            try:
+                self._multi([DeleteOp(f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{name}")], fence)
+            except NoNodeError:
+                pass
+
     # -- entity configs
 
     def get_entity_config(self, entity_type: str, entity_name: str) -> dict[str, str]:

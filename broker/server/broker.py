@@ -11,8 +11,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from ..client.connection import BrokerConnection
@@ -96,6 +98,7 @@ class Broker(BrokerControl):
         )
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.topic_config)
+        self.log_manager.on_dir_failure.append(self._on_log_dir_failure)
         # Group coordinator: serves the groups of the __consumer_offsets partitions led here.
         self.group_coordinator = GroupCoordinator(
             self.replica_manager,
@@ -295,6 +298,36 @@ class Broker(BrokerControl):
             connect_timeout=self.config.get("socket.connection.setup.timeout.ms") / 1000,
             security=self.inter_broker_security,
         )
+
+    # --- log dir failure (Kafka's LogDirFailureHandler) ---------------------------------------
+
+    def _on_log_dir_failure(
+        self, log_dir: Path, lost: list[tuple[str, int]], lost_futures: list[tuple[str, int]]
+    ) -> None:
+        """The replica manager has taken the dir's partitions offline; tell the controller
+        (a /log_dir_event_notification znode) so leadership moves to other replicas. With
+        no dir left, the broker halts, as Kafka does."""
+        for topic, index in lost:
+            if topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_resigned(index)
+        if not self.log_manager.online_dirs():
+            log.critical(
+                "shutting down: all log dirs (%s) have failed",
+                ", ".join(map(str, self.log_manager.log_dirs)),
+            )
+            logging.shutdown()
+            os._exit(1)
+        if self.zk is not None and self._loop is not None:
+            self._loop.create_task(self._propagate_log_dir_event())
+
+    async def _propagate_log_dir_event(self) -> None:
+        for attempt in range(10):
+            try:
+                await self._io(self.zk.propagate_log_dir_event, self.broker_id)
+                return
+            except Exception:
+                log.warning("cannot announce the log dir failure (attempt %d)", attempt + 1)
+                await asyncio.sleep(1.0)
 
     # --- ZooKeeper session expiry (Kafka's Expire / RegisterBrokerAndReelect) ---------------
 

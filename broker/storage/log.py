@@ -73,7 +73,9 @@ def _guard_io(method: _F) -> _F:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
-            if self.on_io_error is not None:
+            # A log already closed or renamed for deletion says nothing about its disk.
+            doomed = self._closed or self.dir.name.endswith("-delete")
+            if self.on_io_error is not None and not doomed:
                 self.on_io_error(exc)
             raise KafkaStorageError(f"I/O error on {self.dir.name}: {exc}") from exc
 

@@ -18,7 +18,7 @@ from odradek.broker.storage.checkpoint import (
     read_partition_metadata,
     read_properties,
 )
-from odradek.broker.storage.errors import InconsistentMetaProperties, LogDirInUse
+from odradek.broker.storage.errors import InconsistentMetaProperties, LogDirError, LogDirInUse
 
 
 class Clock:
@@ -201,3 +201,85 @@ def test_directories_that_are_not_partitions_are_ignored(tmp_path):
     manager = started([tmp_path])
     assert manager.all_logs() == {}
     manager.shutdown()
+
+
+def test_future_log_replaces_the_current_one(tmp_path):
+    """AlterReplicaLogDirs' storage side: a -future log in another dir, filled from the
+    current one, takes its place; the old dir goes after file.delete.delay.ms."""
+    clock = Clock()
+    a, b = tmp_path / "a", tmp_path / "b"
+    manager = started([a, b], clock)
+    log = manager.get_or_create_log("moving", 0, topic_id=uuid.uuid4())
+    source_dir = manager.log_dir_of("moving", 0)
+    dest_dir = b if source_dir == a else a
+    for i in range(30):
+        log.append(make_batch(ts=1000 + i), leader_epoch=1)
+    log.delete_records_before(10)
+    assert manager.create_future_log("moving", 0, source_dir) is None  # already there
+    future = manager.create_future_log("moving", 0, dest_dir)
+    assert future is not None and future.dir.name.endswith("-future")
+    assert future.topic == "moving" and future.topic_id == log.topic_id
+    assert future.log_end_offset == 10  # starts at the batch holding the log start offset
+    while (chunk := log.read(future.log_end_offset, 1 << 20)) is not None:
+        future.append(chunk.read(), assign_offsets=False)
+    assert future.log_end_offset == log.log_end_offset == 60
+    data = log.read(10, 1 << 20).read()
+    new = manager.replace_current_with_future("moving", 0)
+    assert new is future and manager.get_log("moving", 0) is future
+    assert future.dir == dest_dir / "moving-0" and manager.log_dir_of("moving", 0) == dest_dir
+    assert manager.get_future_log("moving", 0) is None
+    assert not (source_dir / "moving-0").exists()
+    clock.now += CONFIG.file_delete_delay_ms + 1
+    manager.tick()
+    assert not [p for p in source_dir.iterdir() if p.name.startswith("moving")]
+    manager.shutdown()
+    again = started([a, b], clock)
+    assert again.log_dir_of("moving", 0) == dest_dir
+    assert again.get_log("moving", 0).read(10, 1 << 20).read() == data
+    again.shutdown()
+
+
+def test_future_logs_survive_a_restart(tmp_path):
+    manager = started([tmp_path / "a", tmp_path / "b"])
+    manager.get_or_create_log("t", 0).append(make_batch())
+    dest = [d for d in manager.log_dirs if d != manager.log_dir_of("t", 0)][0]
+    manager.create_future_log("t", 0, dest).append(make_batch(), assign_offsets=False)
+    manager.shutdown()
+    again = started([tmp_path / "a", tmp_path / "b"])
+    future = again.get_future_log("t", 0)
+    assert future is not None and again.future_dir_of("t", 0) == dest
+    assert future.log_end_offset == 2 and again.get_log("t", 0).log_end_offset == 2
+    again.shutdown()
+
+
+def test_failed_dir_goes_offline_and_the_others_keep_working(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    manager = started([a, b])
+    told = []
+    manager.on_dir_failure.append(lambda d, lost, futures: told.append((d, lost, futures)))
+    logs = {p: manager.get_or_create_log("t", p) for p in range(4)}
+    in_a = sorted(p for p in logs if manager.log_dir_of("t", p) == a)
+    assert len(in_a) == 2
+    # An OSError from a log's files takes its dir offline, once.
+    logs[in_a[0]].on_io_error(OSError(5, "Input/output error"))
+    logs[in_a[1]].on_io_error(OSError(5, "Input/output error"))
+    assert told == [(a, [("t", p) for p in in_a], [])]
+    assert manager.offline_dirs == {a} and manager.online_dirs() == [b]
+    assert sorted(p for _, p in manager.all_logs()) == sorted(set(range(4)) - set(in_a))
+    manager.get_or_create_log("t", 9)
+    assert manager.log_dir_of("t", 9) == b  # new logs go to the dirs left
+    manager.tick(manager.clock() + 10**9)  # checkpoints skip the offline dir
+    manager.shutdown()
+    assert not (a / CLEAN_SHUTDOWN_FILE).exists() and (b / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_unusable_dir_at_startup_is_offline(tmp_path):
+    bad = tmp_path / "not-a-dir"
+    bad.write_text("a file where a log dir should be")
+    manager = started([bad, tmp_path / "ok"])
+    assert manager.offline_dirs == {bad}
+    manager.get_or_create_log("t", 0)
+    assert manager.log_dir_of("t", 0) == tmp_path / "ok"
+    manager.shutdown()
+    with pytest.raises(LogDirError, match="cannot use log directory"):
+        started([bad])
