@@ -61,6 +61,7 @@ class _StateCollector(Collector):
         for p in partitions:
             sizes.add_metric([p.topic, str(p.index)], p.log.size)
         yield sizes
+        yield from _storage_metrics(broker)
         rm = broker.replica_manager
         yield CounterMetricFamily(
             "kafka_server_replicamanager_isrshrinks", "ISR shrinks proposed", value=rm.isr_shrinks
@@ -69,6 +70,52 @@ class _StateCollector(Collector):
             "kafka_server_replicamanager_isrexpands", "ISR expansions proposed",
             value=rm.isr_expands,
         )  # fmt: skip
+
+
+def _storage_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
+    """Kafka's kafka.log:type=LogCleaner, LogCleanerManager and LogManager gauges."""
+    lm = broker.log_manager
+    manager = lm.cleaner_manager
+    cleaner = lm.cleaner
+    now = lm.clock()
+    for name, doc, value in (
+        ("kafka_log_logcleanermanager_max_dirty_percent",
+         "Dirty share of the dirtiest compacted log, in percent",
+         int(100 * manager.dirtiest_ratio)),
+        ("kafka_log_logcleanermanager_time_since_last_run_ms",
+         "Milliseconds since the cleaner last looked for a log to clean",
+         max(now - manager.time_of_last_run, 0)),
+        ("kafka_log_logcleaner_cleaner_recopy_percent",
+         "Bytes written over bytes read by the last cleaning of each thread, in percent",
+         cleaner.cleaner_recopy_percent if cleaner else 0),
+        ("kafka_log_logcleaner_max_clean_time_secs",
+         "Longest last cleaning among the cleaner threads, in seconds",
+         cleaner.max_clean_time_secs if cleaner else 0),
+        ("kafka_log_logcleaner_max_buffer_utilization_percent",
+         "Fullest offset map among the cleaner threads' last cleanings, in percent",
+         cleaner.max_buffer_utilization_percent if cleaner else 0),
+        ("kafka_log_logcleaner_max_compaction_delay_secs",
+         "How far past max.compaction.lag.ms the most overdue log is, in seconds",
+         cleaner.max_compaction_delay_secs if cleaner else 0),
+        ("kafka_log_logcleaner_deadthreadcount", "Cleaner threads that died",
+         cleaner.dead_thread_count if cleaner else 0),
+        ("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs offline after a failure",
+         len(lm.offline_dirs)),
+    ):  # fmt: skip
+        yield GaugeMetricFamily(name, doc, value=value)
+    offline = GaugeMetricFamily(
+        "kafka_log_logmanager_logdirectoryoffline", "1 when the log dir is offline",
+        labels=["logdirectory"],
+    )  # fmt: skip
+    uncleanable = GaugeMetricFamily(
+        "kafka_log_logcleanermanager_uncleanable_partitions_count",
+        "Partitions the cleaner gave up on after an error", labels=["logdirectory"],
+    )  # fmt: skip
+    for d in lm.log_dirs:
+        offline.add_metric([str(d)], int(d in lm.offline_dirs))
+        uncleanable.add_metric([str(d)], manager.uncleanable_count(d))
+    yield offline
+    yield uncleanable
 
 
 class BrokerMetrics:

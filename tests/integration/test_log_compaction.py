@@ -13,18 +13,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import free_port
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import OdradekBroker, _live_brokers, run_kafka_tool
 from odradek.broker.records.record import decode_all
 
 TIMEOUT = 90.0
 SEGMENT_MS = 2000
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdradekBroker]:
     base = tmp_path_factory.mktemp("compaction")
-    overrides = {"log.cleaner.backoff.ms": "200", "offsets.topic.segment.bytes": "16384"}
+    overrides = {
+        "log.cleaner.backoff.ms": "200",
+        "offsets.topic.segment.bytes": "16384",
+        "prometheus.metrics.port": str(METRICS_PORT),
+        "prometheus.metrics.host": "127.0.0.1",
+    }
     proc = OdradekBroker(base / "data", base / "logs", overrides=overrides)
     try:
         yield proc.start()
@@ -57,7 +64,7 @@ def produce(bootstrap: str, topic: str, items, **conf) -> dict[int, tuple[bytes,
 
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-         "queue.buffering.max.messages": 200000, **conf}
+         "queue.buffering.max.messages": 200000, "batch.size": 65536, **conf}
     )  # fmt: skip
     for key, value in items:
         while True:
@@ -362,3 +369,27 @@ def test_compressed_batches_survive_cleaning_and_kafka_dump_log_reads_them(
     dumped.pop(b"~roll", None)
     assert dumped == latest
     assert batch_codecs == set(codecs)
+
+
+def test_cleaner_metrics_with_kafkas_names(broker, new_topic) -> None:
+    from test_broker_metrics import sample, scrape
+
+    topic = new_topic(config=compacted())
+    items = [(f"k{i % 2500}".encode(), b"x" * 50) for i in range(5000)]
+    produce(broker.bootstrap, topic, items)
+    roll(broker.bootstrap, topic)
+    pdir = broker.data_dir / f"{topic}-0"
+    wait_for(lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 2500, "cleaning")
+    text = scrape(METRICS_PORT)
+    # Every key was written twice: the last cleaning dropped part of what it read.
+    assert 0 < sample(text, "kafka_log_logcleaner_cleaner_recopy_percent") < 100
+    assert sample(text, "kafka_log_logcleaner_max_clean_time_secs") >= 0
+    assert 0 <= sample(text, "kafka_log_logcleaner_max_buffer_utilization_percent") <= 100
+    assert 0 <= sample(text, "kafka_log_logcleanermanager_max_dirty_percent") <= 100
+    assert sample(text, "kafka_log_logcleanermanager_time_since_last_run_ms") < 60_000
+    assert sample(text, "kafka_log_logcleaner_deadthreadcount") == 0
+    assert sample(text, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert (
+        sample(text, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(broker.data_dir))
+        == 0
+    )

@@ -310,3 +310,43 @@ def test_a_crash_at_any_step_recovers_to_a_consistent_log(tmp_path, monkeypatch,
     one_round(lm2)
     assert contents(recovered) == sorted(latest.values())
     lm2.shutdown()
+
+
+def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path):
+    clock = Clock()
+    lm, log = manager_with_log(
+        tmp_path, clock, segment_bytes=2000, min_cleanable_dirty_ratio=0.5,
+        max_compaction_lag_ms=60_000,
+    )  # fmt: skip
+    for i in range(100):
+        log.append(keyed([(f"k{i}".encode(), b"v" * 30)], ts=NOW))
+    log.roll()
+    assert one_round(lm)  # never cleaned: 100% dirty
+    for i in range(5):
+        log.append(keyed([(b"k1", f"{i}".encode())], ts=NOW))
+    log.roll()
+    assert not one_round(lm)  # a few percent dirty, and not overdue yet
+    clock.now += 120_000
+    assert lm.cleaner_manager.max_compaction_delay(log, 100, clock.now) > 0
+    assert one_round(lm)
+    assert [(k, v) for _, k, v in contents(log) if k == b"k1"] == [(b"k1", b"4")]
+    lm.shutdown()
+
+
+def test_compact_and_delete_policies_both_apply(tmp_path):
+    clock = Clock()
+    config = dict(segment_bytes=2000, retention_ms=100_000)
+    lm, log = manager_with_log(tmp_path, clock, **config)
+    log.update_config(LogConfig(cleanup_policy=("compact", "delete"), **config))
+    for i in range(50):
+        log.append(keyed([(f"old{i}".encode(), f"{i}".encode())], ts=NOW - 500_000))
+    log.roll()
+    for i in range(50):
+        log.append(keyed([(f"new{i % 5}".encode(), f"{i}".encode())], ts=NOW))
+    log.roll()
+    assert one_round(lm)  # compaction: one record per new key
+    assert len(contents(log)) == 55
+    assert log.delete_old_segments(clock.now) > 0  # retention: the old keys' segments go
+    assert one_round(lm) is not None
+    assert [k for _, k, _ in contents(log)] == [f"new{i}".encode() for i in range(5)]
+    lm.shutdown()
