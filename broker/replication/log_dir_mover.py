@@ -95,15 +95,16 @@ class LogDirMover:
             elif current.log_start_offset > future.log_start_offset:
                 future.delete_records_before(current.log_start_offset)
             chunk = current.read(future.log_end_offset, self.chunk_bytes)
-            if chunk is None:
+            if chunk is not None:
+                data = chunk.read()
+                future.append(data, assign_offsets=False)
+                copied += len(data)
+            if future.log_end_offset >= current.log_end_offset:
                 # Every offset of the current log is in the future one: swap, with no await
                 # between this check and the swap.
                 log.info("%s caught up in %s; swapping it in", name, future.dir.parent)
                 self.swap(partition)
                 return
-            data = chunk.read()
-            future.append(data, assign_offsets=False)
-            copied += len(data)
             await self._throttle(loop, started, copied)
 
     @staticmethod

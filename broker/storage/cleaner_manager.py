@@ -7,11 +7,16 @@ through their owner-call, for the dirtiest log (`grab_filthiest`), to swap a cle
 compacted log is kept per log dir in `cleaner-offset-checkpoint` (Kafka's offset-checkpoint
 format). A log being cleaned can be aborted and paused (its deletion, a move between log dirs,
 a failed dir); an aborted round's swaps are refused, so nothing it wrote reaches the log.
+
+With transactions, cleaning must stop at the last stable offset rather than the high watermark
+(`cleanable_offsets`), and the task must carry the aborted transactions of its range (from the
+.txnindex files) for a `TransactionFilter` (cleaner.py) that drops their records and markers.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,7 +79,7 @@ def _non_active_from(log_: Log, offset: int) -> list:
 
 
 class CleanerManager:
-    def __init__(self, log_manager: LogManager, *, clock=now_ms) -> None:
+    def __init__(self, log_manager: LogManager, *, clock: Callable[[], int] = now_ms) -> None:
         self.log_manager = log_manager
         self.clock = clock
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
@@ -302,7 +307,8 @@ class CleanerManager:
         self.uncleanable.setdefault(Path(task.directory).parent, set()).add(tp)
 
     def abort_and_pause(self, tp: TopicPartition) -> None:
-        """Stop any round on `tp` (its swaps are refused from now on) and pause it."""
+        """Stop any round on `tp` (its swaps are refused from now on) and pause it: the log is
+        going away (deleted, or its dir failed)."""
         state = self.in_progress.get(tp)
         if state is None:
             self.in_progress[tp] = 1
@@ -310,18 +316,6 @@ class CleanerManager:
             self.in_progress[tp] = ABORTED
         elif isinstance(state, int):
             self.in_progress[tp] = state + 1
-
-    def resume(self, tp: TopicPartition) -> None:
-        state = self.in_progress.get(tp)
-        if state == ABORTED:
-            # the round has not noticed yet: it ends paused, so count this resume in advance
-            self.in_progress[tp] = CLEANING
-            self._running.pop(tp, None)
-        elif isinstance(state, int):
-            if state <= 1:
-                del self.in_progress[tp]
-            else:
-                self.in_progress[tp] = state - 1
 
     def uncleanable_count(self, log_dir: Path) -> int:
         return len(self.uncleanable.get(log_dir, ()))
