@@ -22,6 +22,7 @@ from .cleaner import Cleaner, CleaningAborted, OffsetMap, Throttler
 from .crash_points import set_broker_pid
 
 PR_SET_PDEATHSIG = 1
+WORKER_NICENESS = 10
 
 
 def _die_with_parent(parent: int) -> None:
@@ -44,6 +45,8 @@ def main() -> None:
     )
     settings = pickle.load(inp)
     _die_with_parent(settings["broker_pid"])
+    # Below the broker in CPU priority: on a busy machine produce and fetch go first.
+    os.nice(WORKER_NICENESS)
     set_broker_pid(settings["broker_pid"])
     cleaner = Cleaner(
         OffsetMap(settings["memory"], settings["load_factor"]),

@@ -225,7 +225,13 @@ def test_kill_9_during_cleaning(broker_factory, point) -> None:
     node.env = {"ODRADEK_CRASH_AT": point}
     node.start()
     topic = "crash"
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
 
     # Written while the policy is delete, so the first cleaning starts once everything is in.
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
@@ -234,8 +240,9 @@ def test_kill_9_during_cleaning(broker_factory, point) -> None:
     admin.create_topics([NewTopic(topic, 1, 1, config=delete)])[topic].result(30)
     items = [(f"k{i % 200}".encode(), f"v{i}".encode()) for i in range(20000)]
     acked = produce(node.bootstrap, topic, items, **{"batch.size": 32768})
-    resource = ConfigResource("topic", topic, set_config=config)
-    admin.alter_configs([resource])[resource].result(30)
+    compact = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", topic, incremental_configs=[compact])
+    admin.incremental_alter_configs([resource])[resource].result(30)
     assert node.proc is not None
     node.proc.wait(timeout=TIMEOUT)  # the crash point killed it
     assert f"crash point {point} reached" in node.log_text()
