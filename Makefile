@@ -31,12 +31,14 @@ install: $(STAMP) ## create .venv and install Odradek into it (again when pyproj
 	@:
 
 # Debian packages the test suite drives (kcat is one of the real clients under test; ip puts the
-# README test in a network namespace of its own), ZooKeeper and Apache Kafka's jars (its Java
-# client and tools are clients under test too).
-system-deps: install ## kcat and ip (apt), ZooKeeper and Kafka's jars (Maven Central) for the tests
+# README test in a network namespace of its own; mkfs.ext4 formats the disk the log dir failure
+# test breaks), ZooKeeper and Apache Kafka's jars (its Java client and tools are clients under
+# test too).
+system-deps: install ## kcat, ip and mkfs.ext4 (apt), ZooKeeper and Kafka's jars (Maven Central)
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (apt)"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
