@@ -276,7 +276,11 @@ def read_batches(
         position += p
 
 
-_ORIGINAL = b""  # _filter answer: write the batch as it is
+class _Original:
+    """`_filter`'s answer for a batch written as it is."""
+
+
+_ORIGINAL = _Original()
 
 
 class Cleaner:
@@ -427,13 +431,14 @@ class Cleaner:
                 rb.validate(data, p)
                 stats.bytes_read += header.size
                 self.throttler.maybe_throttle(header.size)
-                kept = self._filter(task, data, p, header, txn, stats)
-                if kept is None:
+                answer = self._filter(task, data, p, header, txn, stats)
+                if answer is None:
                     continue
-                if kept is _ORIGINAL:
+                if isinstance(answer, _Original):
                     kept = data[p : p + header.size]
                     max_ts = header.max_timestamp
                 else:
+                    kept = answer
                     max_ts = rb.parse_header(kept).max_timestamp
                 appends.append(BatchAppend(len(out), len(kept), header.last_offset, max_ts))
                 out += kept
@@ -461,7 +466,7 @@ class Cleaner:
         header: BatchHeader,
         txn: TransactionFilter,
         stats: CleanerStats,
-    ) -> bytes | None:
+    ) -> bytes | _Original | None:
         """What of one batch goes into the cleaned segment: _ORIGINAL (all of it, unchanged),
         new batch bytes, or None (nothing)."""
         retain_empty = (

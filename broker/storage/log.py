@@ -74,7 +74,7 @@ def _guard_io(method: _F) -> _F:
             return method(self, *args, **kwargs)
         except OSError as exc:
             # A log already closed or renamed for deletion says nothing about its disk.
-            doomed = self._closed or self.dir.name.endswith("-delete")
+            doomed = self._closed or self.dir.name.endswith(DELETE_DIR_SUFFIX)
             if self.on_io_error is not None and not doomed:
                 self.on_io_error(exc)
             raise KafkaStorageError(f"I/O error on {self.dir.name}: {exc}") from exc
@@ -102,9 +102,15 @@ def _next_offset_of_file(path: Path, base: int) -> int:
     return next_offset
 
 
+# Kafka's partition directories `<topic>-<p>.<uuid>-delete` (awaiting deletion) and
+# `<topic>-<p>.<uuid>-future` (a replica being moved into another log dir).
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+
+
 def strip_dir_suffix(name: str) -> str:
     """`<topic>-<p>` from a moving or deleted log's `<topic>-<p>.<uuid>-future|-delete`."""
-    if name.endswith(("-future", "-delete")) and "." in name:
+    if name.endswith((FUTURE_DIR_SUFFIX, DELETE_DIR_SUFFIX)) and "." in name:
         return name[: name.rindex(".")]
     return name
 

@@ -42,14 +42,19 @@ from .checkpoint import (
 )
 from .cleaner_manager import CleanerManager
 from .errors import InconsistentMetaProperties, KafkaStorageError, LogDirError, LogDirInUse
-from .log import Log, now_ms, parse_topic_partition, strip_dir_suffix
+from .log import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    Log,
+    now_ms,
+    parse_topic_partition,
+    strip_dir_suffix,
+)
 from .log_cleaner import CleanerConfig, LogCleaner, RunOnOwner
 from .log_config import LogConfig
 
 logger = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 LOCK_FILE = ".lock"
 
 TopicPartition = tuple[str, int]

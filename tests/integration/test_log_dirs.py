@@ -114,7 +114,8 @@ class Traffic:
 
     def _produce(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+                             "enable.idempotence": True, "linger.ms": 5,
+                             "batch.size": 16384})  # fmt: skip
 
         def on_delivery(err, msg) -> None:
             if err is not None:
