@@ -3,7 +3,7 @@ ReplicaAlterLogDirsThread).
 
 The partition keeps serving from its current log while a task copies that log, batch by batch
 in offset order, into the `-future` log the log manager created in the destination dir, as a
-follower would (offsets and leader epochs kept). Whatever happens to the current log meanwhile
+follower would (offsets, leader epochs and aborted-transaction index entries kept). Whatever happens to the current log meanwhile
 is followed: its log start moving up (retention, DeleteRecords) moves the future's, a truncation
 is reconciled with leader epochs as followers do (KIP-101). Once the future log has every offset
 of the current one, the two are swapped on the event loop with no await in between, so no
@@ -97,8 +97,13 @@ class LogDirMover:
             chunk = current.read(future.log_end_offset, self.chunk_bytes)
             if chunk is not None:
                 data = chunk.read()
+                first = future.log_end_offset
                 future.append(data, assign_offsets=False)
                 copied += len(data)
+                # The aborted transactions whose markers were copied: the future's .txnindex.
+                for txn in current.collect_aborted(first, future.log_end_offset):
+                    if first <= txn.last_offset < future.log_end_offset:
+                        future.append_aborted_txn(txn)
             if future.log_end_offset >= current.log_end_offset:
                 # Every offset of the current log is in the future one: swap, with no await
                 # between this check and the swap.

@@ -629,6 +629,7 @@ class LogProducerState(ProducerStateManager):
         log.on_roll = self._on_roll
         log.on_close = self._on_close
         log.active_producers = self.last_batch_offsets
+        log.stable_offset = self._stable_offset
 
     def reload(self) -> None:
         """Rebuild from the newest snapshot and the log after it. After a crash the replay
@@ -658,17 +659,22 @@ class LogProducerState(ProducerStateManager):
         """Follow the partition to another copy of its log (a move between log dirs): the
         state is the same, its snapshots go to the new directory."""
         old = self.log
-        old.on_roll = old.on_close = old.active_producers = None
+        old.on_roll = old.on_close = old.active_producers = old.stable_offset = None
         self.log = log
         self.directory = log.dir
+        self.on_aborted = log.append_aborted_txn
         log.on_roll = self._on_roll
         log.on_close = self._on_close
         log.active_producers = self.last_batch_offsets
+        log.stable_offset = self._stable_offset
         self.last_snapshot_offset = 0
         try:
             self.take_snapshot(sync=True)
         except OSError as exc:
             logger.warning("%s: producer snapshot after a move failed: %s", log.dir, exc)
+
+    def _stable_offset(self) -> int:
+        return self.last_stable_offset(self.log.high_watermark)
 
     def last_batch_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its last batch: batches the cleaner must keep."""

@@ -15,10 +15,15 @@ segments younger than min.compaction.lag.ms). One cleaning:
 3. writes each group as `<base>.log.cleaned` (with its indexes) and hands it to `swap`, which
    puts it into the live log (see `Log.replace_segments`); a refused swap aborts the cleaning.
 
+Transactions (Kafka's rules): cleaning stops at the last stable offset, so every transaction
+it sees is decided. Records of aborted transactions (known from the .txnindex entries the task
+carries) are removed at once and never enter the offset map; an ABORT marker stays while its
+transaction still had records in the round (and its .txnindex entry goes into the cleaned
+segment's), a COMMIT marker while its transaction still has records; a marker with nothing left
+gets a delete horizon like a tombstone and goes once that has passed.
+
 Everything here works on files and picklable descriptions (`CleanTask`), with no reference to
 the live `Log`: it runs in the cleaner's worker process, off the broker's event loop.
-Transaction markers and aborted transactional records are left in place by `KeepTransactions`;
-`TransactionFilter` is where their removal plugs in.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ from ..records.compaction import (
     rebuild_batch,
     scan_records,
 )
-from ..records.record import batch_body
+from ..records.record import ControlType, batch_body, control_type, decode_records
 from .crash_points import crash_point
 from .log_config import INT_MAX, LogConfig
 from .segment import CLEANED_SUFFIX, BatchAppend, LogSegment, segment_paths
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,8 @@ class CleanTask:
     now_ms: int
     # producer id -> offset of its last batch in the log (those batches are never removed)
     active_producers: dict[int, int] = field(default_factory=dict)
+    # aborted transactions overlapping the segments (from their .txnindex files)
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def name(self) -> str:
@@ -186,27 +194,56 @@ class Throttler:
         self._observed = 0.0
 
 
-class TransactionFilter:
-    """Which transactional batches a cleaning may drop (aborted records, markers)."""
+class CleanedTransactions:
+    """Where the transactions stand as a pass reads the log in offset order (Kafka's
+    CleanedTransactionMetadata); one per pass."""
 
-    def map_batch(self, header: BatchHeader) -> bool:
-        """A data or control batch read while building the offset map; True: it is aborted
-        and its keys must not enter the map."""
-        raise NotImplementedError
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        # producer id -> [its aborted transaction, whether the pass saw records of it]
+        self._aborted: dict[int, list] = {}
+        self._committed: set[int] = set()
+        # aborted transactions whose ABORT marker the pass keeps: the cleaned .txnindex
+        self.retained: list[AbortedTxn] = []
 
-    def discard_batch(self, header: BatchHeader, body: bytes) -> bool:
-        """A batch read while recopying; True: all its records may be removed (an aborted
-        transaction's data, or a marker whose transaction has nothing left)."""
-        raise NotImplementedError
+    def _open_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._aborted[txn.producer_id] = [txn, False]
+            self._next += 1
 
-
-class KeepTransactions(TransactionFilter):
-    """Until transactions exist: no batch is treated as aborted, markers stay."""
-
-    def map_batch(self, header: BatchHeader) -> bool:
+    def data_batch(self, header: BatchHeader) -> bool:
+        """A data batch read: True when it belongs to an aborted transaction."""
+        self._open_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._committed.add(header.producer_id)
         return False
 
-    def discard_batch(self, header: BatchHeader, body: bytes) -> bool:
+    def control_batch(self, header: BatchHeader, body: bytes) -> bool:
+        """A marker read: True when its transaction has nothing left, so it may go."""
+        self._open_up_to(header.last_offset)
+        records = decode_records(body, header.records_count, header.base_offset, 0)
+        if not records:
+            return True  # already emptied by an earlier cleaning
+        kind = control_type(records[0])
+        pid = header.producer_id
+        if kind == ControlType.ABORT:
+            ongoing = self._aborted.pop(pid, None)
+            if ongoing is not None and ongoing[1]:
+                self.retained.append(ongoing[0])
+                return False
+            return True
+        if kind == ControlType.COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
         return False
 
 
@@ -293,13 +330,11 @@ class Cleaner:
         throttler: Throttler,
         *,
         check_done: Callable[[], None] = lambda: None,
-        transactions: Callable[[CleanTask], TransactionFilter] = lambda task: KeepTransactions(),
     ) -> None:
         self.offset_map = offset_map
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
-        self.transactions = transactions
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -307,8 +342,7 @@ class Cleaner:
         """Clean `task`'s log; `swap(new base, replaced bases)` puts each cleaned group in
         place (False aborts). Returns the next dirty offset and the round's statistics."""
         stats = CleanerStats()
-        txn = self.transactions(task)
-        self.build_offset_map(task, txn, stats)
+        self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -319,6 +353,7 @@ class Cleaner:
             task.config.segment_index_bytes,
             task.first_uncleanable_offset,
         )
+        txn = CleanedTransactions(task.aborted)
         for group in groups:
             self.clean_segments(task, group, txn, stats)
             crash_point("cleaner-cleaned-written")
@@ -333,7 +368,7 @@ class Cleaner:
     # -- the offset map ------------------------------------------------------------------------
 
     def build_offset_map(
-        self, task: CleanTask, txn: TransactionFilter, stats: CleanerStats
+        self, task: CleanTask, txn: CleanedTransactions, stats: CleanerStats
     ) -> None:
         start, end = task.first_dirty_offset, task.first_uncleanable_offset
         self.offset_map.clear()
@@ -355,7 +390,7 @@ class Cleaner:
         seg: SegmentRef,
         start: int,
         next_base: int,
-        txn: TransactionFilter,
+        txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> bool:
         """Put the keys of one segment into the map; True when the map filled up."""
@@ -368,8 +403,8 @@ class Cleaner:
                 if header.last_offset < start:
                     continue
                 if header.is_control:
-                    txn.map_batch(header)
-                elif not txn.map_batch(header):
+                    txn.control_batch(header, batch_body(data, header, p))
+                elif not txn.data_batch(header):
                     body = batch_body(data, header, p)
                     base = header.base_offset
                     for span in scan_records(body, header.records_count):
@@ -391,7 +426,7 @@ class Cleaner:
         self,
         task: CleanTask,
         group: Sequence[SegmentRef],
-        txn: TransactionFilter,
+        txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> None:
         """Write the cleaned copy of `group` as one `.cleaned` segment, fsynced."""
@@ -403,8 +438,11 @@ class Cleaner:
             suffix=CLEANED_SUFFIX,
         )  # fmt: skip
         try:
+            txn.retained = []
             for seg in group:
                 self._clean_into(task, seg, dest, txn, stats)
+            for aborted in txn.retained:  # markers kept: their transactions stay indexed
+                dest.txn_index.append(aborted)
             dest.on_become_inactive()
             dest.flush()
             dest.close()
@@ -419,7 +457,7 @@ class Cleaner:
         task: CleanTask,
         seg: SegmentRef,
         dest: LogSegment,
-        txn: TransactionFilter,
+        txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> None:
         out = bytearray()
@@ -464,7 +502,7 @@ class Cleaner:
         data: bytes,
         p: int,
         header: BatchHeader,
-        txn: TransactionFilter,
+        txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> bytes | _Original | None:
         """What of one batch goes into the cleaned segment: _ORIGINAL (all of it, unchanged),
@@ -473,18 +511,30 @@ class Cleaner:
             header.producer_id >= 0
             and task.active_producers.get(header.producer_id) == header.last_offset
         ) or header.last_offset + 1 == task.first_uncleanable_offset
+        body = batch_body(data, header, p)
         if header.is_control:
             stats.messages_read += header.records_count
-            body = batch_body(data, header, p)
-            if not txn.discard_batch(header, body):
+            if not txn.control_batch(header, body):
                 stats.messages_written += header.records_count
                 return _ORIGINAL
+            # Nothing of its transaction is left: a marker goes once its delete horizon (set
+            # by the first cleaning that finds it so) has passed, as tombstones do.
+            horizon = delete_horizon(header)
+            if horizon is not None and task.now_ms >= horizon:
+                return empty_batch(header) if retain_empty else None
+            stats.messages_written += header.records_count
+            if horizon is not None:
+                return _ORIGINAL
+            spans = scan_records(body, header.records_count)
+            return rebuild_batch(
+                header, body, spans,
+                delete_horizon_ms=task.now_ms + task.config.delete_retention_ms,
+            )  # fmt: skip
+        if txn.data_batch(header):  # an aborted transaction's records go at once
+            stats.messages_read += header.records_count
             return empty_batch(header) if retain_empty else None
-        body = batch_body(data, header, p)
         spans = scan_records(body, header.records_count)
         stats.messages_read += len(spans)
-        if txn.discard_batch(header, body):
-            return empty_batch(header) if retain_empty else None
         kept = self._retained(task, header, spans, stats)
         if not kept:
             return empty_batch(header) if retain_empty else None

@@ -7,10 +7,8 @@ through their owner-call, for the dirtiest log (`grab_filthiest`), to swap a cle
 compacted log is kept per log dir in `cleaner-offset-checkpoint` (Kafka's offset-checkpoint
 format). A log being cleaned can be aborted and paused (its deletion, a move between log dirs,
 a failed dir); an aborted round's swaps are refused, so nothing it wrote reaches the log.
-
-With transactions, cleaning must stop at the last stable offset rather than the high watermark
-(`cleanable_offsets`), and the task must carry the aborted transactions of its range (from the
-.txnindex files) for a `TransactionFilter` (cleaner.py) that drops their records and markers.
+Cleaning stops at the last stable offset (the high watermark without open transactions) and
+the task carries the aborted transactions of its range, from the segments' .txnindex files.
 """
 
 from __future__ import annotations
@@ -170,9 +168,10 @@ class CleanerManager:
             first_dirty, force = start, True
         else:
             first_dirty = checkpoint
-        # Never past the high watermark (with transactions: the last stable offset), never
+        # Never past the last stable offset (every transaction below it is decided), never
         # into the active segment, never segments younger than min.compaction.lag.ms.
-        bounds = [log_.high_watermark, log_.active_segment.base_offset]
+        stable = log_.stable_offset() if log_.stable_offset is not None else log_.high_watermark
+        bounds = [stable, log_.active_segment.base_offset]
         lag = max(log_.config.min_compaction_lag_ms, 0)
         if lag > 0:
             for seg in _non_active_from(log_, first_dirty):
@@ -256,6 +255,8 @@ class CleanerManager:
             if s.base_offset < ltc.first_uncleanable_offset
         )
         producers = log_.active_producers() if log_.active_producers is not None else {}
+        start = segments[0].base_offset if segments else ltc.first_uncleanable_offset
+        aborted = log_.collect_aborted(start, ltc.first_uncleanable_offset) if segments else []
         return CleanTask(
             topic=log_.topic,
             partition=log_.partition,
@@ -266,6 +267,7 @@ class CleanerManager:
             config=log_.config,
             now_ms=now,
             active_producers=producers,
+            aborted=tuple(aborted),
         )
 
     # -- a round's progress --------------------------------------------------------------------

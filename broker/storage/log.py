@@ -170,8 +170,10 @@ class Log:
         self.recovered_from: int | None = None
         # Told of any OSError from this log's files (the log manager takes the dir offline).
         self.on_io_error: Callable[[OSError], None] | None = None
-        # For the cleaner: producer id -> offset of its last batch (those batches must stay).
+        # For the cleaner: producer id -> offset of its last batch (those batches must stay),
+        # and the last stable offset (it cleans no further); both from the producer state.
         self.active_producers: Callable[[], dict[int, int]] | None = None
+        self.stable_offset: Callable[[], int] | None = None
         # Bumped by every truncation: a cleaning planned before one is not swapped in.
         self.generation = 0
         # The lowest offset a truncation cut the log to since the cleaner last looked.
@@ -329,15 +331,16 @@ class Log:
             return False
         cleaned = segment_paths(self.dir, base, CLEANED_SUFFIX)
         swap = segment_paths(self.dir, base, SWAP_SUFFIX)
-        present = [i for i, path in enumerate(cleaned) if i == 0 or path.exists()]
-        for i in present:
-            os.replace(cleaned[i], swap[i])
+        # The .log (always) and whichever indexes were written (no .txnindex without aborts).
+        present = [k for k, path in enumerate(cleaned) if k == 0 or path.exists()]
+        for k in present:
+            os.replace(cleaned[k], swap[k])
         crash_point("cleaner-swap-renamed")
         self._remove_segments(old)
         crash_point("cleaner-old-deleted")
         final = segment_paths(self.dir, base)
-        for i in present:
-            os.replace(swap[i], final[i])
+        for k in present:
+            os.replace(swap[k], final[k])
         _fsync_dir(self.dir)
         self._segments.insert(i, LogSegment(self.dir, base, self.config, now_ms=self.clock()))
         self._bases = [s.base_offset for s in self._segments]

@@ -400,3 +400,53 @@ def test_cleaner_metrics_with_kafkas_names(broker, new_topic) -> None:
         sample(text, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(broker.data_dir))
         == 0
     )
+
+
+def test_aborted_transactions_are_cleaned_away(broker, new_topic) -> None:
+    """A transactional producer commits and aborts in turn on a compacted topic: cleaning
+    removes the aborted records from the log, so even a read_uncommitted consumer from the
+    beginning sees the last committed value of each key."""
+    topic = new_topic(config=compacted())
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+                         "transactional.id": f"cleaner-{topic}"})  # fmt: skip
+    producer.init_transactions(30)
+    for round_ in range(10):
+        producer.begin_transaction()
+        for k in range(20):
+            producer.produce(topic, f"r{round_}".encode(), f"k{k}".encode())
+        if round_ % 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    roll(broker.bootstrap, topic)
+    pdir = broker.data_dir / f"{topic}-0"
+
+    def data_below_active():
+        out = []
+        for path in sorted(pdir.glob("*.log"))[:-1]:
+            for header, records in decode_all(path.read_bytes()):
+                if not header.is_control:
+                    out += [(r.key, r.value) for r in records if r.key != b"~roll"]
+        return out
+
+    def cleaned():
+        try:
+            found = data_below_active()
+        except (FileNotFoundError, ValueError):
+            return None
+        return (
+            found if sorted(found) == sorted((f"k{k}".encode(), b"r8") for k in range(20)) else None
+        )
+
+    wait_for(cleaned, "the aborted transactions to be cleaned away")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"u-{topic}",
+                         "isolation.level": "read_uncommitted", "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = {}
+    deadline = time.monotonic() + 30
+    while len(seen) < 20 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error() and msg.key() != b"~roll":
+            seen[msg.key()] = msg.value()
+    consumer.close()
+    assert seen == {f"k{k}".encode(): b"r8" for k in range(20)}

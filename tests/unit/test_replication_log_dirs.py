@@ -13,6 +13,7 @@ from odradek.broker.replication.log_dir_mover import LogDirMover
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.storage import LogConfig
 from odradek.broker.storage.log_manager import LogManager
+from odradek.broker.storage.txn_index import AbortedTxn
 
 CONFIG = LogConfig(segment_bytes=4000)
 
@@ -78,6 +79,9 @@ def test_move_copies_while_appends_go_on_then_swaps(tmp_path):
         p = rm.get("t", 0)
         for _ in range(100):
             rm.append(p, batch(), 9, 1)
+        aborted = AbortedTxn(producer_id=9, first_offset=200, last_offset=204,
+                             last_stable_offset=205)  # fmt: skip
+        p.log.append_aborted_txn(aborted)
         source = rm.log_manager.log_dir_of("t", 0)
         dest = next(d for d in dirs if d != source)
         rm.mover.chunk_bytes = 1000  # many small steps, appends in between
@@ -89,6 +93,7 @@ def test_move_copies_while_appends_go_on_then_swaps(tmp_path):
         assert p.log is not old_log and p.log.dir == dest / "t-0"
         assert offsets(p.log) == list(range(p.log.log_end_offset))
         assert p.log.epoch_cache.entries == old_log.epoch_cache.entries
+        assert p.log.collect_aborted(0, p.log.log_end_offset) == [aborted]
         rm.append(p, batch(), 9, 1)  # the partition goes on in its new dir
         assert p.log.log_end_offset == old_log.log_end_offset + 5
 

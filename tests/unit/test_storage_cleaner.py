@@ -350,3 +350,76 @@ def test_compact_and_delete_policies_both_apply(tmp_path):
     assert one_round(lm) is not None
     assert [k for _, k, _ in contents(log)] == [f"new{i}".encode() for i in range(5)]
     lm.shutdown()
+
+
+def test_aborted_transactions_and_their_markers_are_removed(tmp_path):
+    """Kafka's rules: aborted records go at once and never shadow committed ones; a marker
+    stays while its transaction had records, then gets a delete horizon and goes after it."""
+    from odradek.broker.records.record import ControlType, build_control_batch
+    from odradek.broker.storage.txn_index import AbortedTxn
+
+    clock = Clock()
+    lm, log = manager_with_log(
+        tmp_path, clock, segment_bytes=4000, delete_retention_ms=50_000,
+        min_cleanable_dirty_ratio=0.01,
+    )  # fmt: skip
+    txn = dict(producer_epoch=0, transactional=True)
+
+    def marker(kind: ControlType, pid: int) -> bytearray:
+        return bytearray(build_control_batch(kind, producer_id=pid, producer_epoch=0,
+                                             coordinator_epoch=0, timestamp=NOW - 1000))  # fmt: skip
+
+    log.append(keyed([(b"a", b"committed-a"), (b"b", b"committed-b")], producer_id=1,
+                     base_sequence=0, **txn))  # fmt: skip
+    log.append(marker(ControlType.COMMIT, 1))  # offset 2
+    first = log.log_end_offset
+    log.append(keyed([(b"a", b"aborted-a"), (b"c", b"aborted-c")], producer_id=2,
+                     base_sequence=0, **txn))  # fmt: skip
+    log.append(marker(ControlType.ABORT, 2))  # offset 5
+    log.append_aborted_txn(AbortedTxn(2, first, 5, 6))
+    log.append(keyed([(b"d", b"plain")]))
+    log.roll()
+    assert one_round(lm)
+
+    def view() -> list[tuple[int, bytes | None, bytes | None, bool]]:
+        out = []
+        for seg in log.segments:
+            for h, rs in decode_all(seg.read_bytes(0, seg.size)):
+                out += [(r.offset, r.key, r.value, h.is_control) for r in rs]
+        return out
+
+    records = view()
+    data = [(o, k, v) for o, k, v, control in records if not control]
+    assert data == [(0, b"a", b"committed-a"), (1, b"b", b"committed-b"), (6, b"d", b"plain")]
+    assert [o for o, _, _, control in records if control] == [2, 5]  # both markers still needed
+    cleaned = [s for s in log.segments if s.txn_index.entries]
+    assert [t.last_offset for s in cleaned for t in s.txn_index.entries] == [5]
+
+    # Later rounds: the abort marker has nothing left, and gets a delete horizon; the commit
+    # marker too, one round after its records were superseded (as in Kafka, a round that
+    # still reads them keeps it); both go once their horizon has passed.
+    def horizons() -> list[int | None]:
+        return [delete_horizon(h) for s in log.segments for _, h in s.iter_headers()
+                if h.is_control and h.records_count]  # fmt: skip
+
+    log.append(keyed([(b"a", b"new-a"), (b"b", b"new-b")]))
+    log.roll()
+    assert one_round(lm)
+    assert horizons() == [None, NOW + 50_000]
+    clock.now += 10_000
+    log.append(keyed([(b"d", b"new-d")]))
+    log.roll()
+    assert one_round(lm)
+    assert horizons() == [NOW + 60_000, NOW + 50_000]
+    clock.now += 60_000
+    log.append(keyed([(b"d", b"newer-d")]))
+    log.roll()
+    assert one_round(lm)
+    assert not [h for s in log.segments for _, h in s.iter_headers()
+                if h.is_control and h.records_count]  # fmt: skip
+    assert [(k, v) for _, k, v, _ in view()] == [
+        (b"a", b"new-a"),
+        (b"b", b"new-b"),
+        (b"d", b"newer-d"),
+    ]
+    lm.shutdown()
