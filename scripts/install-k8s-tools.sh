@@ -4,8 +4,10 @@
 #
 # The recipes are the wrapper modules under e2e/tools/: e2e/tools/k8s requires k8s.io/kubernetes
 # with every k8s.io/* staging module replaced by its published v0.X release, e2e/tools/etcd requires
-# go.etcd.io/etcd/server/v3. A stamp (hash of the recipes and this script) makes a second run a
-# no-op; GOCACHE and GOMODCACHE live beside the binaries so a rebuild after a change is incremental.
+# go.etcd.io/etcd/server/v3. Each binary has a stamp (hash of the recipes and this script): a second
+# run is a no-op, a run asking for more commands (K8S_TOOLS) builds only those, and binaries built
+# for other callers stay valid. GOCACHE and GOMODCACHE live beside the binaries so a rebuild after a
+# change is incremental.
 #
 #   ODRADEK_CACHE   cache root (default $HOME/.cache/odradek)
 #   K8S_TOOLS       extra k8s.io/kubernetes/cmd/* commands to build too (space separated)
@@ -31,12 +33,14 @@ exec 9>"$CACHE/k8s-$K8S_VERSION/.lock"
 flock 9
 
 stamp="$(cat "$K8S_MOD/go.mod" "$K8S_MOD/go.sum" "$ETCD_MOD/go.mod" "$ETCD_MOD/go.sum" \
-  "${BASH_SOURCE[0]}" <(echo "$K8S_CMDS") | sha256sum | cut -d' ' -f1)"
-have_all() {
-  local b
-  for b in etcd $K8S_CMDS; do [[ -x "$BIN/$b" ]] || return 1; done
-}
-if have_all && [[ "$(cat "$BIN/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+  "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
+stamps="$BIN/.stamps"
+fresh() { [[ -x "$BIN/$1" && "$(cat "$stamps/$1" 2>/dev/null)" == "$stamp" ]]; }
+stale_k8s=()
+for c in $K8S_CMDS; do fresh "$c" || stale_k8s+=("$c"); done
+stale_etcd=0
+fresh etcd || stale_etcd=1
+if ((${#stale_k8s[@]} == 0 && stale_etcd == 0)); then
   echo "$BIN"
   exit 0
 fi
@@ -56,15 +60,21 @@ done
 
 tmp="$BIN/.partial"
 rm -rf "$tmp"
-mkdir -p "$tmp"
-pkgs=()
-for c in $K8S_CMDS; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-log "building ${K8S_CMDS} $K8S_VERSION (first run: 10-30 minutes on 2 cores)"
-(cd "$K8S_MOD" && go build -trimpath -ldflags "-s -w$vflags" -o "$tmp/" "${pkgs[@]}")
-log "building etcd"
-(cd "$ETCD_MOD" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-mv -f "$tmp"/* "$BIN/"
+mkdir -p "$tmp" "$stamps"
+if ((${#stale_k8s[@]})); then
+  pkgs=()
+  for c in "${stale_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  log "building ${stale_k8s[*]} $K8S_VERSION (first run: 10-30 minutes on 2 cores)"
+  (cd "$K8S_MOD" && go build -trimpath -ldflags "-s -w$vflags" -o "$tmp/" "${pkgs[@]}")
+fi
+if ((stale_etcd)); then
+  log "building etcd"
+  (cd "$ETCD_MOD" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+fi
+for f in "$tmp"/*; do
+  mv -f "$f" "$BIN/"
+  echo "$stamp" >"$stamps/$(basename "$f")"
+done
 rmdir "$tmp"
-echo "$stamp" >"$BIN/.stamp"
 log "done in $((SECONDS - start))s"
 echo "$BIN"
