@@ -2,9 +2,13 @@
 # Build a Debian bookworm base image locally, for machines where no image can be pulled: mmdebstrap
 # makes a root filesystem tarball, `docker import` turns it into an image.
 #
-#   build-base-image.sh [python|jre]
+#   build-base-image.sh [python|jre|net|kindnode]
 #     python (default)  odradek-base:bookworm  python3, python3-venv: the Odradek image's BASE_IMAGE
 #     jre               odradek-jre:bookworm   a Java runtime, for the local ZooKeeper image
+#     net               odradek-net:bookworm   iptables and conntrack: kube-proxy and the storage
+#                                              provisioner of the e2e kind node (scripts/build-kind-images.sh)
+#     kindnode          odradek-kindnode-rootfs:bookworm  systemd, containerd, runc, CNI plugins:
+#                                              what e2e/kind/node/Dockerfile makes a kind node of
 #
 # Cached twice over: the tarball under $ODRADEK_CACHE/images/ is named by the hash of its recipe
 # (suite, mirror, packages), and the image carries that hash as a label. A second run with an
@@ -39,8 +43,20 @@ jre)
     # /usr/share/man/man1 is missing (the dpkg filter below leaves it out).
     extra_hook='mkdir -p "$1/usr/share/man/man1"'
     ;;
+net)
+    tag="odradek-net:$suite"
+    packages="ca-certificates,iptables,conntrack"
+    ;;
+kindnode)
+    # What a kind node runs: systemd as PID 1, containerd and runc (the CRI), the reference CNI
+    # plugins, and the tools kubelet, kubeadm, kube-proxy and kind call inside the node.
+    tag="odradek-kindnode-rootfs:$suite"
+    packages="ca-certificates,systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins"
+    packages+=",iptables,nftables,conntrack,iproute2,ethtool,util-linux,mount,kmod,libseccomp2"
+    packages+=",bash,jq,procps,pigz,socat,ebtables"
+    ;;
 *)
-    echo "usage: $0 [python|jre]" >&2
+    echo "usage: $0 [python|jre|net|kindnode]" >&2
     exit 2
     ;;
 esac
@@ -53,6 +69,11 @@ recipe="rev=$rev suite=$suite mirror=$mirror variant=minbase packages=$packages"
 hash="$(printf '%s' "$recipe" | sha256sum | cut -c1-16)"
 label=io.odradek.base.recipe
 tarball="$images/${tag%%:*}-$suite-$hash.tar"
+
+# One builder at a time per image (parallel sessions share the cache and the daemon).
+mkdir -p "$images"
+exec 9>"$images/.${tag%%:*}.lock"
+flock 9
 
 current="$(docker image inspect -f "{{index .Config.Labels \"$label\"}}" "$tag" 2>/dev/null || true)"
 if [[ "$current" == "$hash" ]]; then
