@@ -104,3 +104,16 @@ docker: ## Docker from Debian's docker.io, its daemon started
 # The image (broker and operator) from a locally made Debian base: no registry needed.
 image: install docker ## the odradek:dev image from a locally made Debian base
 	bash scripts/build-image.sh
+
+# -- e2e on kind ----------------------------------------------------------------------------------
+# The whole user path on a one-node kind cluster (scripts/e2e.sh): tools and the node image built
+# here when kind, helm and kubectl are not on PATH (cached under ~/.cache/odradek), the project's
+# images loaded with `kind load docker-image`, the pytest suite in e2e/, the cluster deleted.
+#   E2E_MODE=stock|build  E2E_NODE_IMAGE=...  E2E_KEEP_CLUSTER=1  E2E_PYTEST_ARGS='-k scaling'
+.PHONY: e2e kind-node-image
+e2e: install
+	bash scripts/e2e.sh
+
+# The kind node image alone (odradek-kind-node:<kubernetes version>).
+kind-node-image:
+	bash scripts/build-kind-node-image.sh
