@@ -157,8 +157,14 @@ LARGE = {
             "retentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
         },
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
-        "config": {"min.insync.replicas": 2, "log.cleaner.min.cleanable.ratio": 0.3},
+        "config": {
+            "min.insync.replicas": 2,
+            "log.cleaner.min.cleanable.ratio": 0.3,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
         "service": {"type": "LoadBalancer"},
+        "sasl": {"enabled": True, "port": 9094, "mechanisms": ["SCRAM-SHA-256"]},
     },
     "zookeeper": {
         "enabled": False,
@@ -192,6 +198,7 @@ def test_lint(helm: Path, tmp_path: Path) -> None:
         ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         ({"zookeeper": {"enabled": False}}, "/zookeeper/external/connect"),
         ({"operator": {"watchNamespaces": ["Not_A_Namespace"]}}, "/operator/watchNamespaces/0"),
+        ({"broker": {"sasl": {"mechanisms": ["PLAIN"]}}}, "/broker/sasl/mechanisms/0"),
     ],
 )
 def test_schema_rejects(helm: Path, tmp_path: Path, values: dict, path: str) -> None:
@@ -339,6 +346,35 @@ def test_broker_config_values(helm: Path, tmp_path: Path) -> None:
     assert props["transaction.state.log.min.isr"] == "1"
     zk = find(small, "ConfigMap", f"{RELEASE}-zookeeper")
     assert "server.1=" not in zk["data"]["zoo.cfg"]
+
+
+def test_sasl_listener(helm: Path, tmp_path: Path) -> None:
+    """broker.sasl: a SASL_PLAINTEXT listener each broker advertises under its stable name, on
+    both Services; brokers keep replicating over PLAINTEXT."""
+    docs = render(helm, tmp_path, LARGE, "prod")
+    props = properties(find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
+    assert props["listeners"] == "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    assert props["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
+    assert props["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    sts = find(docs, "StatefulSet", f"{RELEASE}-broker")
+    broker = container(sts["spec"]["template"]["spec"], "broker")
+    args = broker["args"]
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "--override"]
+    host = f"$(POD_NAME).{RELEASE}-broker-headless.$(POD_NAMESPACE).svc.cluster.local"
+    assert f"advertised.listeners=PLAINTEXT://{host}:9092,SASL_PLAINTEXT://{host}:9094" in overrides
+    assert {"name": "kafka-sasl", "containerPort": 9094} in broker["ports"]
+    for service in (f"{RELEASE}-broker-headless", f"{RELEASE}-bootstrap"):
+        ports = find(docs, "Service", service)["spec"]["ports"]
+        assert {"name": "kafka-sasl", "port": 9094, "targetPort": "kafka-sasl"} in ports
+    # Off by default: one PLAINTEXT listener, one port.
+    props = properties(
+        find(render(helm, tmp_path), "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"]
+    )
+    assert props["listeners"] == "PLAINTEXT://:9092" and "inter.broker.listener.name" not in props
+    clash = write_values(tmp_path, {"broker": {"sasl": {"enabled": True, "port": 9092}}})
+    r = run_helm(helm, "template", RELEASE, str(CHART), "-f", str(clash), check=False)
+    assert r.returncode != 0 and "broker.sasl.port must differ" in r.stderr
 
 
 def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
