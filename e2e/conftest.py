@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from harness import CHART, VALUES, Kube, log
+from harness import CHART, VALUES, Kube, log, wait_until
 
 NAMESPACE = "kafka"
 RELEASE = "odradek"
@@ -55,3 +55,13 @@ def release(kube: Kube) -> str:
         kube.helm("install", *chart_args("--wait", "--timeout", "10m"))
     kube.wait_pods_ready(BROKERS, 3)
     return RELEASE
+
+
+@pytest.fixture(scope="session")
+def toolbox(kube: Kube, release: str) -> str:
+    """A pod of the Odradek image that stays up: admin queries run in it with kubectl exec
+    (`python /clients/e2e_client.py admin ...`), as an operator of the cluster would."""
+    name = "e2e-toolbox"
+    kube.client_pod(name, [], command=["sleep", "infinity"])
+    wait_until(lambda: kube.ready(kube.get("pod", name) or {"metadata": {}}), 180, what=name)
+    return name

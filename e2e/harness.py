@@ -170,11 +170,13 @@ class Kube:
         args: list[str],
         *,
         env: dict[str, str] | None = None,
+        env_from: list[dict] = (),
         volumes: list[tuple[dict, dict]] = (),
+        command: list[str] | None = None,
     ) -> dict:
-        """A pod of the Odradek image running `python /clients/<args...>` once (restartPolicy
-        Never), with e2e/clients mounted from a ConfigMap; as non-root and locked down as the
-        chart's own pods."""
+        """A pod of the Odradek image running `python <args...>` (or `command`) once
+        (restartPolicy Never), with e2e/clients mounted from a ConfigMap at /clients; as non-root
+        and locked down as the chart's own pods. `env_from`: env entries with valueFrom."""
         mounts = [{"name": "clients", "mountPath": "/clients", "readOnly": True}]
         pod_volumes = [{"name": "clients", "configMap": {"name": "e2e-clients"}}]
         for volume, mount in volumes:
@@ -186,6 +188,7 @@ class Kube:
             "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "odradek-e2e"}},
             "spec": {
                 "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 5,
                 "automountServiceAccountToken": False,
                 "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000},
                 "containers": [
@@ -193,11 +196,12 @@ class Kube:
                         "name": "client",
                         "image": self.image,
                         "imagePullPolicy": "Never",
-                        "command": ["python", "-u", *args],
+                        "command": command or ["python", "-u", *args],
                         "env": [
                             {"name": k, "value": v}
                             for k, v in {"PYTHONSAFEPATH": "1", **(env or {})}.items()
-                        ],
+                        ]
+                        + list(env_from),
                         "volumeMounts": mounts,
                         "securityContext": {
                             "allowPrivilegeEscalation": False,
