@@ -6,19 +6,28 @@ when the replicas differ, and every broker of the new set has registered, it sub
 reassignment (KIP-455) that drains the brokers going away and gives new ones a fair share
 (replica_plan). The brokers' controller carries it out; a running reassignment is waited for, never
 overridden. The first time a StatefulSet is seen its brokers are taken as they are.
+
+StatefulSets are watched (kopf.on.event) and checked by one loop every scaling interval, not by a
+kopf timer: a timer puts kopf's finalizer on the StatefulSet, and a StatefulSet deleted together
+with the operator (`helm uninstall` deletes both at once) would then never go away, its brokers
+running on. A finalizer left by an operator version that used a timer is taken off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
+import kubernetes
 from odradek.broker.client import AdminClient, TopicPartition
 
 from . import metrics
-from .clusters import CLUSTER_LABEL, GROUP, resolve_bootstrap
+from .clusters import BOOTSTRAP_INDEX, CLUSTER_LABEL, FINALIZER, GROUP, resolve_bootstrap
 from .config import OperatorConfig
 from .kafka_io import BROKER_FAILURES, admin_client, is_unreachable
 from .replica_plan import plan_scaling
@@ -27,6 +36,8 @@ from .status import normal, warning
 BALANCED_ANNOTATION = f"{GROUP}/balanced-brokers"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 KIND = "Broker"
+
+log = logging.getLogger(__name__)
 
 
 def format_ids(ids: frozenset[int]) -> str:
@@ -43,12 +54,20 @@ def parse_ids(value: str | None) -> frozenset[int] | None:
         return None
 
 
+def _patch_statefulset(namespace: str, name: str, patch: dict) -> None:
+    kubernetes.client.AppsV1Api().patch_namespaced_stateful_set(name, namespace, patch)
+
+
 class BrokerScalingHandlers:
     def __init__(self, cfg: OperatorConfig) -> None:
         self.cfg = cfg
+        # (namespace, name) -> the StatefulSet as last seen; the loop works from these.
+        self.statefulsets: dict[tuple[str, str], dict] = {}
+        self._services: Any = {}
+        self._loop: asyncio.Task[None] | None = None
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
-        kopf.timer(
+        kopf.on.event(
             "apps",
             "v1",
             "statefulsets",
@@ -56,56 +75,99 @@ class BrokerScalingHandlers:
             registry=registry,
             labels={CLUSTER_LABEL: kopf.PRESENT, COMPONENT_LABEL: "broker"},
             when=lambda labels, **_: self.cfg.selects(labels.get(CLUSTER_LABEL)),
-            interval=self.cfg.scaling_interval_seconds,
-        )(self.on_timer)
+        )(self.on_event)
+        kopf.on.cleanup(registry=registry)(self.on_cleanup)
 
-    async def on_timer(
-        self,
-        body: Mapping[str, Any],
-        spec: Mapping[str, Any],
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        patch: kopf.Patch,
-        logger: Any,
-        **kw: Any,
-    ) -> None:
-        desired = frozenset(range(int(spec.get("replicas", 1))))
+    async def on_event(self, event: Mapping[str, Any], body: Mapping[str, Any], **kw: Any) -> None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        self._services = kw.get(BOOTSTRAP_INDEX, self._services)
+        if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+            self.statefulsets.pop(key, None)
+        else:
+            self.statefulsets[key] = copy.deepcopy(dict(body))
+        if self._loop is None or self._loop.done():
+            # Started from a handler, so that kopf's event poster is there for the loop too.
+            self._loop = asyncio.get_running_loop().create_task(
+                self._run(), name="odradek-broker-scaling"
+            )
+
+    async def on_cleanup(self, **_: Any) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+
+    async def _run(self) -> None:
+        while True:
+            for key, body in list(self.statefulsets.items()):
+                try:
+                    await self.check(body)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one StatefulSet's trouble must not stop the others
+                    log.exception("broker scaling of %s/%s failed", *key)
+            await asyncio.sleep(self.cfg.scaling_interval_seconds)
+
+    async def _patch(self, body: dict, patch: dict) -> None:
+        meta = body["metadata"]
+        await asyncio.to_thread(_patch_statefulset, meta["namespace"], meta["name"], patch)
+
+    async def _record(self, body: dict, brokers: frozenset[int]) -> None:
+        ids = format_ids(brokers)
+        await self._patch(body, {"metadata": {"annotations": {BALANCED_ANNOTATION: ids}}})
+        # Until the watch brings the patched object, the next round must not redo the moves.
+        body["metadata"].setdefault("annotations", {})[BALANCED_ANNOTATION] = ids
+
+    async def check(self, body: dict) -> None:
+        """One round for one StatefulSet: adopt it, or rebalance when its replicas changed."""
+        meta = body["metadata"]
+        name = f"{meta['namespace']}/{meta['name']}"
+        finalizers = meta.get("finalizers") or []
+        if FINALIZER in finalizers:
+            kept = [f for f in finalizers if f != FINALIZER]
+            await self._patch(
+                body, {"metadata": {"finalizers": kept, "resourceVersion": meta["resourceVersion"]}}
+            )
+            meta["finalizers"] = kept
+        desired = frozenset(range(int(body["spec"].get("replicas", 1))))
+        annotations = meta.get("annotations") or {}
         known = parse_ids(annotations.get(BALANCED_ANNOTATION))
         if known is None:
-            patch.metadata.annotations[BALANCED_ANNOTATION] = format_ids(desired)
+            await self._record(body, desired)
             return
         if known == desired:
             return
         bootstrap, why = resolve_bootstrap(
             body,
-            kw.get("bootstrap_services") or {},
+            self._services,
             self.cfg.allow_bootstrap_annotation,
-            cluster=labels[CLUSTER_LABEL],
+            cluster=meta["labels"][CLUSTER_LABEL],
         )
         if bootstrap is None:
-            logger.warning(f"brokers {format_ids(desired)} wanted, but {why}")
+            log.warning("%s: brokers %s wanted, but %s", name, format_ids(desired), why)
             return
         try:
             async with admin_client(bootstrap, self.cfg) as admin:
-                done = await self._rebalance(admin, known, desired, logger)
+                done = await self._rebalance(admin, known, desired, name)
         except BROKER_FAILURES as e:
             if is_unreachable(e):
-                logger.info(f"cluster unreachable, retrying: {e!r}")
+                log.info("%s: cluster unreachable, retrying: %r", name, e)
                 return
             warning(body, reason="RebalanceFailed", message=str(e))
             metrics.ACTIONS.labels(KIND, "reassign_failed").inc()
             return
         if done is not None:
             message, stranded = done
-            patch.metadata.annotations[BALANCED_ANNOTATION] = format_ids(desired)
+            await self._record(body, desired)
             if stranded:
                 warning(body, reason="RebalanceIncomplete", message=message)
             else:
                 normal(body, reason="Rebalanced", message=message)
-            logger.info(message)
+            log.info("%s: %s", name, message)
 
     async def _rebalance(
-        self, admin: AdminClient, known: frozenset[int], desired: frozenset[int], logger: Any
+        self, admin: AdminClient, known: frozenset[int], desired: frozenset[int], name: str
     ) -> tuple[str, bool] | None:
         """Submit the moves for going from `known` to `desired` brokers: what was done, and
         whether replicas had to stay on removed brokers; None when it has to wait (brokers not
@@ -113,11 +175,11 @@ class BrokerScalingHandlers:
         registered = {b.node_id for b in (await admin.describe_cluster()).brokers}
         missing = desired - registered
         if missing:
-            logger.info(f"waiting for brokers {format_ids(frozenset(missing))} to register")
+            log.info("%s: waiting for brokers %s to register", name, format_ids(frozenset(missing)))
             return None
         running = await admin.list_partition_reassignments()
         if running:
-            logger.info(f"waiting for {len(running)} partition reassignments to finish")
+            log.info("%s: waiting for %d partition reassignments to finish", name, len(running))
             return None
         topics = await admin.describe_topics()
         current = {

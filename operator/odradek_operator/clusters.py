@@ -19,6 +19,8 @@ BOOTSTRAP_ANNOTATION = f"{GROUP}/bootstrap-servers"
 CLUSTER_LABEL = f"{GROUP}/cluster"
 BOOTSTRAP_LABEL = f"{GROUP}/bootstrap"
 BOOTSTRAP_INDEX = "bootstrap_services"
+# kopf's finalizer on Topic, Quota and User resources (settings.persistence.finalizer).
+FINALIZER = f"{GROUP}/finalizer"
 
 
 def bootstrap_services(

@@ -15,13 +15,11 @@ import kopf
 
 from . import metrics
 from .broker_scaling import BrokerScalingHandlers
-from .clusters import GROUP, register_bootstrap_index
+from .clusters import FINALIZER, GROUP, register_bootstrap_index
 from .config import OperatorConfig, load_config
 from .quotas import QuotaHandlers
 from .topics import TopicHandlers
 from .users import UserHandlers
-
-FINALIZER = f"{GROUP}/finalizer"
 
 
 def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:

@@ -148,3 +148,28 @@ def test_scaling_the_broker_statefulset_moves_partitions(
     finally:
         for b in brokers.values():
             b.stop()
+
+
+def test_statefulset_gets_no_finalizer(
+    kube: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """`helm uninstall` deletes the operator and the broker StatefulSet at once: a finalizer of
+    the operator's on the StatefulSet would keep it, and its brokers, running forever. The operator
+    watches StatefulSets without one, and takes off the one an older version put there."""
+    name = "odradek-broker"
+    sts = statefulset(name, 1, "127.0.0.1:1")
+    sts["metadata"]["finalizers"] = ["kafka.odradek.io/finalizer"]
+    kube.apply(sts, namespace)
+
+    def meta() -> dict:
+        got = kube.kubectl("get", "statefulset", name, "-n", namespace, "-o", "json").stdout
+        return json.loads(got)["metadata"]
+
+    wait_until(
+        lambda: (
+            (m := meta())["annotations"].get("kafka.odradek.io/balanced-brokers") == "0"
+            and not m.get("finalizers")
+        ),
+        what="the StatefulSet adopted, without a finalizer",
+    )
+    kube.kubectl("delete", "statefulset", name, "-n", namespace, "--wait=true", "--timeout=30s")
