@@ -221,6 +221,8 @@ async def admin(args: argparse.Namespace) -> int:
             say(json.dumps({k: entries[k].value for k in args.keys if k in entries}))
         elif args.what == "reassignments":
             say(json.dumps(len(await a.list_partition_reassignments())))
+        elif args.what == "topics":
+            say(json.dumps(sorted(await a.list_topics(include_internal=True))))
         elif args.what == "brokers":
             say(json.dumps(sorted(b.node_id for b in (await a.describe_cluster()).brokers)))
     return 0
@@ -249,7 +251,7 @@ def main() -> int:
     p.add_argument("--topic", required=True)
     p.set_defaults(run=try_access)
     p = sub.add_parser("admin")
-    p.add_argument("what", choices=("topic", "broker-config", "reassignments", "brokers"))
+    p.add_argument("what", choices=("topic", "topics", "broker-config", "reassignments", "brokers"))
     p.add_argument("name", nargs="?", default="")
     p.add_argument("keys", nargs="*")
     p.set_defaults(run=admin)
