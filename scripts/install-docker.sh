@@ -30,7 +30,8 @@ docker_ok() { docker info >/dev/null 2>&1; }
 # SIGHUP, so a daemon someone else started gets it too. Nothing changes where every capability is
 # available (a laptop), nor where dockerd is not local.
 runtime_name=odradek-runc
-wrapper="$cache/tools/bin/odradek-runc"
+# A machine-wide place, outside any cache or clone: the daemon runs every container through it.
+wrapper=/usr/local/libexec/odradek-runc
 full_caps() { [[ "$(awk '/^CapBnd:/ {print $2}' /proc/self/status)" == 000001ffffffffff ]]; }
 register_runtime() {
     full_caps && return 0
@@ -39,7 +40,7 @@ register_runtime() {
     [[ -x $py ]] || py="$(command -v python3)"
     src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/runc-cap-filter.py"
     mkdir -p "$(dirname "$wrapper")" /etc/docker
-    # A copy outside the work tree (a clone may go away while containers still use the runtime).
+    # A copy, not the file in this clone (which may go away while containers still use it).
     { echo "#!$py -I"; cat "$src"; } >"$wrapper.new"
     chmod 0755 "$wrapper.new"
     if cmp -s "$wrapper.new" "$wrapper"; then rm -f "$wrapper.new"; else mv -f "$wrapper.new" "$wrapper"; fi
