@@ -74,7 +74,11 @@ build)
     tools="$(bash "$root/scripts/install-kind.sh")"
     bash "$root/scripts/install-helm.sh" >/dev/null
     kind="$tools/kind" helm="$tools/helm"
-    k8s_bin="$(bash "$root/scripts/install-k8s-tools.sh")"
+    # The node image's Kubernetes binaries too, in the same go build (one link of the shared
+    # packages instead of two).
+    node_tools=""
+    [[ -n "${E2E_NODE_IMAGE:-}" ]] || node_tools="kubelet kubeadm kube-scheduler kube-proxy"
+    k8s_bin="$(K8S_TOOLS="$node_tools" nice -n 10 bash "$root/scripts/install-k8s-tools.sh")"
     kubectl="$k8s_bin/kubectl"
     if [[ -n "${E2E_NODE_IMAGE:-}" ]]; then
         node_image="$E2E_NODE_IMAGE"
