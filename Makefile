@@ -111,9 +111,9 @@ image: install docker ## the odradek:dev image from a locally made Debian base
 # images loaded with `kind load docker-image`, the pytest suite in e2e/, the cluster deleted.
 #   E2E_MODE=stock|build  E2E_NODE_IMAGE=...  E2E_KEEP_CLUSTER=1  E2E_PYTEST_ARGS='-k scaling'
 .PHONY: e2e kind-node-image
-e2e: install
+e2e: install ## the whole user path on a one-node kind cluster (README: e2e on kind)
 	bash scripts/e2e.sh
 
 # The kind node image alone (odradek-kind-node:<kubernetes version>).
-kind-node-image:
+kind-node-image: ## the kind node image odradek-kind-node, built here (no registry needed)
 	bash scripts/build-kind-node-image.sh
