@@ -16,6 +16,7 @@
 #   E2E_NODE_IMAGE     node image to run (default: kind's own in stock mode, the one built here
 #                      in build mode)
 #   E2E_CLUSTER        kind cluster name (default odradek-e2e)
+#   E2E_IMAGE          tag of the Odradek image built and loaded (default odradek:e2e)
 #   E2E_KEEP_CLUSTER   1: leave the cluster (and the release) running afterwards, for a look
 #   E2E_PYTEST_ARGS    extra pytest arguments (e.g. -k scaling, -x)
 #   ODRADEK_CACHE      cache directory (default: $HOME/.cache/odradek)
@@ -28,7 +29,7 @@ cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
 cluster="${E2E_CLUSTER:-odradek-e2e}"
 work="$cache/e2e"
 kubeconfig="$work/$cluster.kubeconfig"
-image=odradek:e2e
+image="${E2E_IMAGE:-odradek:e2e}"
 zookeeper_image=odradek-zookeeper:3.8.4
 mkdir -p "$work"
 
