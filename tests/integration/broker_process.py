@@ -8,6 +8,7 @@ own log file (broker-<n>.log), so a failure report can show what each incarnatio
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,10 +25,37 @@ STOP_TIMEOUT = 60.0  # a controlled shutdown moves leadership first; SIGKILL aft
 LOG_TAIL_LINES = 200
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_EPHEMERAL_LOW = _ephemeral_low()
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range, never handed out twice in this run.
+
+    A port the kernel picked (bind to 0) is in the ephemeral range, so after the test kills the
+    process listening there, any outgoing connection on the machine may take it as its local port
+    and the restarted broker then fails with "Address already in use".
+    """
+    low = max(1024, _EPHEMERAL_LOW - 20000)
+    for _ in range(1000):
+        port = random.randrange(low, _EPHEMERAL_LOW)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {low}-{_EPHEMERAL_LOW - 1}")
 
 
 class BrokerProcess:
