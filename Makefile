@@ -34,7 +34,7 @@ install: $(STAMP) ## create .venv and install Odradek into it (again when pyproj
 # README test in a network namespace of its own; mkfs.ext4 formats the disk the log dir failure
 # test breaks), ZooKeeper and Apache Kafka's jars (its Java client and tools are clients under
 # test too).
-system-deps: install ## kcat, ip and mkfs.ext4 (apt), ZooKeeper and Kafka's jars (Maven Central)
+system-deps: install spark-connector ## kcat, ip and mkfs.ext4 (apt), ZooKeeper, Kafka's and Spark's connector jars (Maven Central)
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
@@ -58,7 +58,7 @@ run: install ## start one broker on 127.0.0.1:9092 (PORT=, DATA= to change), dat
 # tools and helm build once from the Go module proxy into ~/.cache/odradek; Docker comes from
 # Debian and its daemon is started when it is not running).
 test: install system-deps k8s-tools helm docker ## ruff and every test (installs what they need first)
-	$(VENV)/bin/ruff check broker operator tests bench scripts
+	$(VENV)/bin/ruff check broker operator tests bench scripts pipelines
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit: install ## the unit tests only
@@ -72,12 +72,12 @@ bench: install system-deps ## Odradek and Apache Kafka side by side (bench/READM
 	PYTHONPATH=bench $(PY) bench/compaction.py
 
 lint: install ## ruff check and ruff format --check
-	$(VENV)/bin/ruff check broker operator tests bench scripts
-	$(VENV)/bin/ruff format --check broker operator tests bench scripts
+	$(VENV)/bin/ruff check broker operator tests bench scripts pipelines
+	$(VENV)/bin/ruff format --check broker operator tests bench scripts pipelines
 
 format: install ## ruff format and ruff check --fix
-	$(VENV)/bin/ruff format broker operator tests bench scripts
-	$(VENV)/bin/ruff check --fix broker operator tests bench scripts
+	$(VENV)/bin/ruff format broker operator tests bench scripts pipelines
+	$(VENV)/bin/ruff check --fix broker operator tests bench scripts pipelines
 
 clean: ## remove .venv, build output and ./data
 	rm -rf $(VENV) build dist *.egg-info $(DATA)
@@ -117,3 +117,9 @@ e2e: install ## the whole user path on a one-node kind cluster (README: e2e on k
 # The kind node image alone (odradek-kind-node:<kubernetes version>).
 kind-node-image: ## the kind node image odradek-kind-node, built here (no registry needed)
 	bash scripts/build-kind-node-image.sh
+
+# Spark pipelines: the jars of Spark's Kafka connector, resolved once from Maven Central into
+# ~/.cache/odradek (PySpark itself comes from the `spark` extra of pyproject.toml).
+.PHONY: spark-connector
+spark-connector: ## the jars of Spark's Kafka connector (Maven Central, cached)
+	@bash scripts/install-spark-connector.sh >/dev/null
