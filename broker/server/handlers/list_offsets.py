@@ -1,7 +1,10 @@
 """ListOffsets (key 2): offsets by timestamp, and the special earliest/latest/max lookups.
 
-What a consumer may fetch bounds the answers: the high watermark, or under read_committed the
-last stable offset.
+As in Kafka, what a consumer (replica id -1) may fetch bounds the answers: the high watermark,
+or under read_committed the last stable offset; replicas and tools see the whole log. A leader
+elected with a high watermark still below the log end it started its epoch with answers
+OFFSET_NOT_AVAILABLE to consumers until the watermark catches up, so a client never sees the
+end of a partition go backwards across a leader change (Spark's failOnDataLoss relies on that).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
 @handles(ApiKey.LIST_OFFSETS, "0-9")
 async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     broker = ctx.broker
+    from_client = req["replica_id"] == CONSUMER_REPLICA_ID
     # read_committed (v2+) sees up to the last stable offset, read_uncommitted up to the HW.
     committed = req.get("isolation_level", 0) == READ_COMMITTED
     topics = []
@@ -45,7 +50,10 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
                     p["partition_index"],
                     broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
                 )
-                offset, timestamp, epoch = _lookup(partition, p["timestamp"], committed)
+                _check_leader_epoch(partition, p.get("current_leader_epoch", -1))
+                offset, timestamp, epoch = _lookup(
+                    partition, p["timestamp"], from_client, committed
+                )
             except KafkaError as e:
                 result["error_code"] = e.code
                 result["old_style_offsets"] = []
@@ -61,20 +69,50 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _lookup(partition: Any, timestamp: int, committed: bool) -> tuple[int, int, int]:
+def _check_leader_epoch(partition: Any, current: int) -> None:
+    """The client's idea of the leader epoch (v4+) must be this leader's."""
+    if current < 0:
+        return
+    epoch = partition.state.leader_epoch
+    if current < epoch:
+        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+    if current > epoch:
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def _lookup(
+    partition: Any, timestamp: int, from_client: bool, committed: bool
+) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one request; offset -1 when no record qualifies."""
-    fetchable = partition.last_stable_offset if committed else partition.high_watermark
+    log = partition.log
+    if not from_client:
+        fetchable = log.log_end_offset
+    else:
+        fetchable = partition.last_stable_offset if committed else partition.high_watermark
+    hw_lagging = from_client and partition.leader_epoch_start_offset > partition.high_watermark
     if timestamp == LATEST:
+        if hw_lagging:
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, _lagging(partition))
         return fetchable, -1, partition.state.leader_epoch
     if timestamp == LATEST_TIERED:
         return -1, -1, -1
     if timestamp < 0 and timestamp not in (EARLIEST, EARLIEST_LOCAL, MAX_TIMESTAMP):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-    found = partition.log.offset_for_timestamp(timestamp)
-    if (
-        found is None
-        or (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
-        and (found.offset >= fetchable)
-    ):
+    found = log.offset_for_timestamp(timestamp)
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        if found is None:
+            return -1, -1, -1
+        return found.offset, found.timestamp, found.leader_epoch
+    if found is None or found.offset >= fetchable:
+        if found is not None and hw_lagging:
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, _lagging(partition))
         return -1, -1, -1
     return found.offset, found.timestamp, found.leader_epoch
+
+
+def _lagging(partition: Any) -> str:
+    return (
+        f"the high watermark ({partition.high_watermark}) of {partition.topic}-{partition.index} "
+        f"is still below the start offset of leader epoch {partition.state.leader_epoch} "
+        f"({partition.leader_epoch_start_offset})"
+    )
