@@ -499,8 +499,14 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def leader_partition(self, topic: str, index: int, known: bool) -> Partition:
-        """The partition if this broker leads it; `known`: the metadata has the partition."""
+    def leader_partition(
+        self, topic: str, index: int, known: bool, current_leader_epoch: int = -1
+    ) -> Partition:
+        """The partition if this broker leads it; `known`: the metadata has the partition.
+
+        A request that names the leader epoch it expects (`current_leader_epoch` >= 0) is
+        fenced when that epoch is older than this leader's, and told to wait for metadata when
+        it is newer (the leader has not heard of it yet)."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             if (topic, index) in self.offline:
@@ -511,6 +517,12 @@ class ReplicaManager:
             raise KafkaError(code)
         if not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if current_leader_epoch >= 0:
+            epoch = partition.state.leader_epoch
+            if current_leader_epoch < epoch:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > epoch:
+                raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
         return partition
 
     # --- produce --------------------------------------------------------------------------

@@ -84,3 +84,32 @@ def test_fetch_from_a_replica_that_is_not_assigned_is_refused(bootstrap, new_top
     resp = asyncio.run(request(bootstrap, ApiKey.FETCH, body, 12))
     part = resp["responses"][0]["partitions"][0]
     assert part["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_consumer_fetch_checks_the_leader_epoch(bootstrap, new_topic) -> None:
+    """A consumer's Fetch (v9+) names the leader epoch it knows: an older one is fenced, a newer
+    one is unknown to this leader yet (the Java consumer refreshes its metadata on both)."""
+    topic = new_topic()
+    produce(bootstrap, topic, 2)
+
+    def fetch(epoch: int) -> dict:
+        partition = {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": 0,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}  # fmt: skip
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [partition]}],
+            "forgotten_topics_data": [],
+        }
+        resp = asyncio.run(request(bootstrap, ApiKey.FETCH, body, 12))
+        return resp["responses"][0]["partitions"][0]
+
+    current = fetch(0)
+    assert current["error_code"] == ErrorCode.NONE and current["high_watermark"] == 2
+    assert fetch(1)["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert fetch(-1)["error_code"] == ErrorCode.NONE

@@ -210,13 +210,7 @@ def _follower_partition(ctx: RequestContext, w: _Wanted, replica_id: int) -> Any
     """The led partition a follower fetches from, after the leader epoch fencing checks."""
     rm = ctx.broker.replica_manager
     known = ctx.broker.metadata_cache.get_partition(w.topic, w.index) is not None
-    partition = rm.leader_partition(w.topic, w.index, known)
-    epoch = partition.state.leader_epoch
-    if w.current_leader_epoch >= 0:
-        if w.current_leader_epoch < epoch:
-            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-        if w.current_leader_epoch > epoch:
-            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    partition = rm.leader_partition(w.topic, w.index, known, w.current_leader_epoch)
     if replica_id not in partition.state.replicas:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return partition
@@ -272,7 +266,10 @@ def _read_all(
                 partition = _follower_partition(ctx, w, replica_id)
             else:
                 partition = rm.leader_partition(
-                    w.topic, w.index, cache.get_partition(w.topic, w.index) is not None
+                    w.topic,
+                    w.index,
+                    cache.get_partition(w.topic, w.index) is not None,
+                    w.current_leader_epoch,
                 )
         except KafkaError as e:
             part["error_code"] = e.code

@@ -49,8 +49,8 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
                     name,
                     p["partition_index"],
                     broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
+                    p.get("current_leader_epoch", -1),
                 )
-                _check_leader_epoch(partition, p.get("current_leader_epoch", -1))
                 offset, timestamp, epoch = _lookup(
                     partition, p["timestamp"], from_client, committed
                 )
@@ -67,17 +67,6 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
             parts.append(result)
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-def _check_leader_epoch(partition: Any, current: int) -> None:
-    """The client's idea of the leader epoch (v4+) must be this leader's."""
-    if current < 0:
-        return
-    epoch = partition.state.leader_epoch
-    if current < epoch:
-        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-    if current > epoch:
-        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
 def _lookup(

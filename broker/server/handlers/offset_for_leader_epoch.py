@@ -45,14 +45,11 @@ async def handle_offset_for_leader_epoch(
                 if name not in described:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = broker.replica_manager.leader_partition(
-                    name, index, broker.metadata_cache.get_partition(name, index) is not None
+                    name,
+                    index,
+                    broker.metadata_cache.get_partition(name, index) is not None,
+                    p.get("current_leader_epoch", -1),
                 )
-                current = p.get("current_leader_epoch", -1)
-                epoch = partition.state.leader_epoch
-                if current >= 0 and current < epoch:
-                    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
-                if current > epoch:
-                    raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
             except KafkaError as e:
                 out["error_code"] = e.code
                 continue
