@@ -104,3 +104,23 @@ def spark_session(workdir: Path, master: str = "local[2]") -> Iterator[Any]:
 def kafka_options(bootstrap: str, **options: Any) -> dict[str, str]:
     """Options of Spark's Kafka source or sink: the bootstrap plus `options`, as strings."""
     return {"kafka.bootstrap.servers": bootstrap, **{k: str(v) for k, v in options.items()}}
+
+
+def spark_submit(
+    workdir: Path, script: Path, args: list[str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` with PySpark's spark-submit, in local mode with the tests' settings."""
+    submit = Path(sys.executable).parent / "spark-submit"
+    cmd = [str(submit)]
+    for key, value in spark_conf(workdir).items():
+        cmd += ["--conf", f"{key}={value}"]
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    return subprocess.run(
+        [*cmd, str(script), *args], capture_output=True, text=True, timeout=timeout, env=env,
+        check=False,
+    )  # fmt: skip

@@ -69,7 +69,11 @@ def produce(
     return sorted(acked)
 
 
-def sample_records(n: int, partitions: int = 3, base_ts: int = 1_700_000_000_000) -> list[dict]:
+# An hour ago, in whole seconds: recent enough that retention (7 days) keeps the records.
+BASE_TS = (int(time.time()) - 3600) * 1000
+
+
+def sample_records(n: int, partitions: int = 3, base_ts: int = BASE_TS) -> list[dict]:
     """Records with every shape a Kafka record can take: null keys and values (tombstones),
     empty values, headers with repeated keys and null values, distinct timestamps."""
     out = []
@@ -148,7 +152,7 @@ def test_log_append_time_topic_reports_broker_timestamps(spark, bootstrap: str, 
 
 def test_offset_and_timestamp_bounds(spark, bootstrap: str, new_topic) -> None:
     topic = new_topic(partitions=3)
-    base = 1_700_000_000_000
+    base = BASE_TS
     acked = produce(bootstrap, topic, sample_records(90, base_ts=base))  # 30 per partition
     by_part = {p: [r for r in acked if r[0] == p] for p in range(3)}
 

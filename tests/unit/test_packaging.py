@@ -1,5 +1,6 @@
-"""The distribution installs `broker/` as odradek.broker and `operator/odradek_operator/` as
-odradek.operator, and nothing in the repository root shadows a module of Python's own."""
+"""The distribution installs `broker/` as odradek.broker, `operator/odradek_operator/` as
+odradek.operator and `pipelines/` as odradek.pipelines, and nothing in the repository root
+shadows a module of Python's own."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def test_wheel_contains_every_package_and_imports(tmp_path: Path) -> None:
         prefix = "odradek/broker" if package == "." else f"odradek/broker/{package}"
         assert f"{prefix}/__init__.py" in names, f"{package} missing from the wheel"
     assert "odradek/operator/__init__.py" in names
+    assert "odradek/pipelines/offline_load.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "odradek = odradek.broker.cli:main" in (tmp_path / "site" / entry_points).read_text()
     # -S keeps the editable install's finder out; the venv's site-packages still gives the deps.
