@@ -70,6 +70,7 @@ integration: install system-deps ## the integration tests only (real brokers and
 bench: install system-deps ## Odradek and Apache Kafka side by side (bench/README.md)
 	PYTHONPATH=bench $(PY) bench/run.py
 	PYTHONPATH=bench $(PY) bench/compaction.py
+	PYTHONPATH=bench $(PY) bench/offline_load.py
 
 lint: install ## ruff check and ruff format --check
 	$(VENV)/bin/ruff check broker operator tests bench scripts pipelines
