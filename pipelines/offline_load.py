@@ -28,7 +28,7 @@ Where the offsets live, and why a failed or repeated run neither duplicates nor 
   if Spark never completed it (the same offset range, so the same records), publishes what is
   still staged, and commits. Killed at any point, a rerun therefore publishes every record of the
   range once. A plan whose start no longer matches the group's offsets (someone reset the group)
-  is dropped unpublished, with a warning.
+  is dropped with a warning, together with what it had not published yet.
 - Directories whose names start with ``_`` are invisible to Spark's Parquet reader, so readers
   of ``<output>`` never see staged or half-written files.
 
@@ -588,7 +588,12 @@ def execute(
         if not state.exists(f"{staging}/_SUCCESS"):
             state.delete(staging)
             on_phase("writing", plan)
-            write_parquet(spark, read_ranges(spark, options, plan), staging)
+            try:
+                write_parquet(spark, read_ranges(spark, options, plan), staging)
+            except Exception as e:  # noqa: BLE001 - py4j wraps every Java exception alike
+                if getattr(e, "java_exception", None) is None:
+                    raise
+                raise LoadError(f"the Spark job failed: {_java_message(e)}") from None
             on_phase("written", plan)
         if not state.exists(stats_path):
             stats = staged_stats(spark, staging)
