@@ -43,6 +43,10 @@ async def _serve(config: BrokerConfig) -> None:
     try:
         await stop.wait()
     finally:
+        # A second SIGTERM (a supervisor repeating itself) must not cut the controlled shutdown
+        # short, as in Kafka; SIGKILL still does, and a second Ctrl-C still interrupts.
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         log.info("shutting down")
         await broker.stop()
 

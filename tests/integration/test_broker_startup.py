@@ -187,3 +187,23 @@ def test_second_broker_on_the_same_data_is_one_line(broker_factory) -> None:
     )
     assert first.running
     assert error.replace(str(first.data_dir), f"{README_DATA}/kafka-logs") in README
+
+
+def test_repeated_sigterm_does_not_cut_the_shutdown_short(tmp_path: Path) -> None:
+    """Supervisors may send SIGTERM again while the broker is stopping: it finishes its
+    shutdown and exits 0, as Kafka does, instead of dying of the signal."""
+    import signal
+    import time
+
+    from broker_process import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "logs", {"broker.id": "0"}).start()
+    proc = broker.proc
+    assert proc is not None
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+    assert proc.wait(60) == 0, broker.log_tail()
+    assert "shutting down" in broker.log_text()
