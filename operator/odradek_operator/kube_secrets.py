@@ -1,5 +1,6 @@
-"""Reading and creating Secrets through the Kubernetes API (the kubernetes client kopf logged in
-with), off the event loop. Only Users need them: a generated password, or one the user gives."""
+"""Reading, creating and updating Secrets through the Kubernetes API (the kubernetes client kopf
+logged in with), off the event loop. Only Users need them: a generated password, or one the user
+gives."""
 
 from __future__ import annotations
 
@@ -62,6 +63,20 @@ def _create(namespace: str, body: dict) -> Secret | None:
         raise
 
 
+def _patch(namespace: str, name: str, body: dict) -> Secret | None:
+    api = kubernetes.client.CoreV1Api()
+    try:
+        return _from_api(api.patch_namespaced_secret(name, namespace, body))
+    except kubernetes.client.ApiException as e:
+        if e.status in (404, 409):  # gone, or changed since it was read
+            return None
+        raise
+
+
+def _encode(data: Mapping[str, str]) -> dict[str, str]:
+    return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+
+
 async def read_secret(namespace: str, name: str) -> Secret | None:
     return await asyncio.to_thread(_read, namespace, name)
 
@@ -94,6 +109,15 @@ async def create_owned_secret(
                 }
             ],
         },
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+        "data": _encode(data),
     }
     return await asyncio.to_thread(_create, namespace, body)
+
+
+async def update_secret(
+    namespace: str, name: str, data: Mapping[str, str], resource_version: str
+) -> Secret | None:
+    """Set these keys of the Secret, only if it is still at `resource_version` (so an edit made
+    meanwhile is never overwritten); None when it changed or went away."""
+    body = {"metadata": {"resourceVersion": resource_version}, "data": _encode(data)}
+    return await asyncio.to_thread(_patch, namespace, name, body)

@@ -126,6 +126,17 @@ def bindings_text(bindings: set[AclBinding] | list[AclBinding], limit: int = 10)
     return "; ".join(shown[:limit]) + more
 
 
+def generated_secret_data(user: str, password: str, mechanism: str) -> dict[str, str]:
+    """Every key of a generated password Secret. All follow from the password, the one key a
+    user may edit there (to set a password of their choosing)."""
+    return {
+        "username": user,
+        "password": password,
+        "mechanism": SASL_MECHANISM[mechanism],
+        "sasl.jaas.config": jaas_config(user, password),
+    }
+
+
 def jaas_config(user: str, password: str) -> str:
     """What a Java client puts in sasl.jaas.config (kept in the generated Secret); the same
     login module serves both SCRAM mechanisms."""

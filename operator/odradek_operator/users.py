@@ -5,7 +5,8 @@ The resource owns its principal: ACLs of that principal not in spec are removed,
 resource removes the principal's credentials and ACLs. Other principals are never read for
 changes nor touched. The password lives in a Secret, generated (owned by the User, so the garbage
 collector removes it) or named by spec; a changed Secret (new resourceVersion) re-sets the
-credential on the next resync.
+credential on the next resync. In a generated Secret the password is the key a user may edit: the
+other keys (sasl.jaas.config above all) are rewritten to follow it.
 """
 
 from __future__ import annotations
@@ -20,17 +21,16 @@ from odradek.broker.client.admin import AclBinding, AclBindingFilter, ScramUpser
 
 from .cluster_resource import ClusterResourceHandlers, Round
 from .clusters import CLUSTER_LABEL, GROUP
-from .kube_secrets import Secret, create_owned_secret, read_secret
+from .kube_secrets import Secret, create_owned_secret, read_secret, update_secret
 from .status import KAFKA_ERROR, PENDING, RECONCILED, Outcome
 from .user_model import (
-    SASL_MECHANISM,
     USERS,
     Authentication,
     acl_rules,
     authentication_of,
     bindings_text,
     desired_bindings,
-    jaas_config,
+    generated_secret_data,
     principal,
     rule_bindings,
     username,
@@ -158,13 +158,7 @@ class UserHandlers(ClusterResourceHandlers):
                 )
             return secret, None
         if secret is None:
-            password = secrets.token_urlsafe(24)
-            data = {
-                "username": user,
-                "password": password,
-                "mechanism": SASL_MECHANISM[auth.mechanism],
-                "sasl.jaas.config": jaas_config(user, password),
-            }
+            data = generated_secret_data(user, secrets.token_urlsafe(24), auth.mechanism)
             labels = {
                 "app.kubernetes.io/managed-by": "odradek-operator",
                 CLUSTER_LABEL: body["spec"]["cluster"],
@@ -178,7 +172,7 @@ class UserHandlers(ClusterResourceHandlers):
                 f"password for User:{user} generated into Secret {auth.secret_name!r}", False,
             )  # fmt: skip
         if meta["uid"] in secret.owner_uids:
-            return secret, None
+            return await self._follow_password(body, auth, user, secret)
         if (self.KIND, meta["name"]) in secret.owners:
             return None, Outcome(
                 False,
@@ -194,6 +188,34 @@ class UserHandlers(ClusterResourceHandlers):
             "spec.authentication.secretName, or name it in spec.authentication.password",
             retriable=True,
         )
+
+    async def _follow_password(
+        self, body: Any, auth: Authentication, user: str, secret: Secret
+    ) -> tuple[Secret | None, Outcome | None]:
+        """Rewrite the keys of a generated Secret that no longer match its password (edited by
+        the user), the username or the mechanism; returns the Secret as it then is."""
+        password = secret.data.get(auth.secret_key)
+        if not password:
+            return secret, None  # reported by the caller
+        want = generated_secret_data(user, password, auth.mechanism)
+        stale = {k: v for k, v in want.items() if secret.data.get(k) != v}
+        if not stale:
+            return secret, None
+        namespace = body["metadata"]["namespace"]
+        updated = await update_secret(namespace, secret.name, stale, secret.resource_version)
+        if updated is None:
+            return None, Outcome(
+                False,
+                PENDING,
+                f"Secret {secret.name!r} changed while being updated",
+                retriable=True,
+            )
+        self.acted(
+            body, "update_secret", "SecretUpdated",
+            f"Secret {secret.name!r}: {', '.join(sorted(stale))} rewritten to follow its password",
+            False,
+        )  # fmt: skip
+        return updated, None
 
     # -- ACLs -----------------------------------------------------------------------------
 

@@ -643,6 +643,7 @@ def test_operator_rbac_least_privilege(
         ("create", "events"),
         ("create", "secrets"),
         ("get", "secrets"),
+        ("patch", "secrets"),
         ("watch", "statefulsets.apps"),
         ("patch", "statefulsets.apps"),
     ]
@@ -651,6 +652,7 @@ def test_operator_rbac_least_privilege(
     denied = [
         ("list", "secrets"),
         ("watch", "secrets"),
+        ("delete", "secrets"),
         ("create", "topics.kafka.odradek.io"),
         ("delete", "topics.kafka.odradek.io"),
         ("create", "pods"),

@@ -20,6 +20,7 @@ from odradek.operator.quota_model import (
 from odradek.operator.user_model import (
     authentication_of,
     desired_bindings,
+    generated_secret_data,
     jaas_config,
     principal,
 )
@@ -99,3 +100,14 @@ def test_user_authentication_sources() -> None:
     )
     assert given and not given.generated and (given.secret_name, given.secret_key) == ("s", "pw")
     assert 'password="a\\"b"' in jaas_config("u", 'a"b')
+
+
+def test_generated_secret_keys_follow_the_password() -> None:
+    data = generated_secret_data("app", 'p\\w"d', "scram-sha-256")
+    assert data == {
+        "username": "app",
+        "password": 'p\\w"d',
+        "mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="app" password="p\\\\w\\"d";',
+    }

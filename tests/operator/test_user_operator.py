@@ -21,6 +21,7 @@ from kube_harness import (
     admin_call,
     condition,
     event_reasons,
+    events,
     rejected,
     resource,
     wait_ready,
@@ -334,6 +335,50 @@ def test_acl_changes_drift_and_deletion_leave_other_principals_alone(
     assert acls_of(b.bootstrap, bystander) == {(T, f"{p}-a", LIT, "*", Op.READ, ALLOW)}
     assert "Deleted" in event_reasons(kube, namespace, "svc")
     wait_until(lambda: kube.get("secret", "svc", namespace) is None, 120, what="Secret collected")
+
+
+def test_password_edited_in_the_generated_secret(
+    kube: ControlPlane, secure_broker: Broker, operator: Operator, namespace: str
+) -> None:
+    """The password is the one key of the generated Secret a user may edit: the credential on
+    the brokers and the Secret's sasl.jaas.config follow it, and the old password stops working."""
+    b = secure_broker
+    username = f"edit-{namespace}"
+    spec = {"username": username, "authentication": {"type": "scram-sha-512"}}
+    kube.apply(user("edit", bootstrap=b.bootstrap, **spec), namespace)
+    wait_ready(kube, "user", namespace, "edit")
+    old = secret_data(kube, namespace, "edit")["password"]
+    assert authenticates(sasl(b, username, old))
+
+    kube.kubectl(
+        "patch", "secret", "edit", "-n", namespace, "--type=merge",
+        "-p", json.dumps({"stringData": {"password": 'new "pass" \\ word'}}),
+    )  # fmt: skip
+
+    def followed() -> dict[str, str] | None:
+        data = secret_data(kube, namespace, "edit")
+        escaped = 'password="new \\"pass\\" \\\\ word";'
+        return data if data["sasl.jaas.config"].endswith(escaped) else None
+
+    data = wait_until(followed, 60, what="sasl.jaas.config following the edited password")
+    assert data["password"] == 'new "pass" \\ word'
+    assert data["username"] == username and data["mechanism"] == "SCRAM-SHA-512"
+    assert f'username="{username}"' in data["sasl.jaas.config"]
+    new = sasl(b, username, data["password"])
+    wait_until(lambda: authenticates(new), 60, what="the edited password accepted")
+    assert not authenticates(sasl(b, username, old))
+    assert {"SecretUpdated", "CredentialSet"} <= event_reasons(kube, namespace, "edit")
+
+    # settled at the version the operator wrote: its own update of the Secret does not count as
+    # another password change (one credential set for the creation, one for the edit)
+    def settled() -> bool:
+        obj = kube.get("user", "edit", namespace)
+        version = kube.get("secret", "edit", namespace)["metadata"]["resourceVersion"]
+        return obj["status"]["credential"]["secretResourceVersion"] == version
+
+    wait_until(settled, 60, what="status.credential at the Secret's resourceVersion")
+    sets = [e for e in events(kube, namespace, "edit") if e["reason"] == "CredentialSet"]
+    assert sum(e.get("count") or 1 for e in sets) == 2, sets
 
 
 def test_password_taken_from_a_secret_and_rotated(

@@ -132,7 +132,7 @@ What the operator does in a namespace it watches, and nothing more:
   verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create]
+  verbs: [get, create, patch]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
