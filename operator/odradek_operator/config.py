@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,9 @@ ENV_PREFIX = "ODRADEK_OPERATOR_"
 
 @dataclass(slots=True)
 class OperatorConfig:
-    namespaces: list[str] = field(default_factory=list)  # empty: every namespace
+    # Empty: every namespace. Else exactly these, and nothing is asked of the API server
+    # cluster-wide (no namespace listing, no CRD watch): a Role in each is all the RBAC needed.
+    namespaces: list[str] = field(default_factory=list)
     clusters: list[str] = field(default_factory=list)  # empty: resources of every cluster
     # Let a resource's kafka.odradek.io/bootstrap-servers annotation name its brokers. Off by
     # default: whoever may create a Topic could otherwise point the operator at any address.
@@ -33,9 +36,18 @@ class OperatorConfig:
     metrics_address: str = "0.0.0.0"
     liveness_port: int = 0  # kopf's /healthz; 0 disables
     standalone: bool = True  # no kopf peering objects (one operator replica)
+    # Watching every namespace: also watch CRDs (cluster-wide read), so Topic, Quota and User
+    # CRDs installed after the operator started are served without a restart.
+    watch_crds: bool = True
     # Kafka client properties (security.protocol, sasl.*, ssl.*) for reaching the brokers;
     # read at every connection, so a rotated Secret takes effect without a restart.
     client_config: str = ""
+
+    @property
+    def scans_cluster(self) -> bool:
+        """Whether kopf observes cluster-wide objects (CRDs) at run time; never in namespaced
+        mode, where the operator has no cluster-wide permission."""
+        return not self.namespaces and self.watch_crds
 
     def selects(self, cluster: str | None) -> bool:
         """Whether this operator manages resources naming `cluster`."""
@@ -71,7 +83,11 @@ _ENV_FIELDS = {
     "METRICS_ADDRESS": ("metrics_address", str),
     "LIVENESS_PORT": ("liveness_port", int),
     "CLIENT_CONFIG": ("client_config", str),
+    "WATCH_CRDS": ("watch_crds", _bool),
 }
+# A namespace's name (a DNS label): --namespace takes names, not kopf's glob patterns, which
+# would need the namespaces listed cluster-wide.
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="namespaces",
         metavar="NS",
-        help="watch this namespace (repeatable); default: every namespace",
+        help="watch only this namespace (repeatable); needs no cluster-wide permission. "
+        "Default: every namespace",
     )
     p.add_argument(
         "--cluster",
@@ -125,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kafka client properties for the brokers' listener (security.protocol, "
         "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...)",
     )
+    p.add_argument(
+        "--no-watch-crds",
+        action="store_const",
+        const=False,
+        dest="watch_crds",
+        help="when watching every namespace, do not watch CRDs (no cluster-wide CRD read); "
+        "CRDs installed later are then served after a restart",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
 
@@ -147,6 +172,9 @@ def load_config(
         value = getattr(args, name, None)
         if value is not None:
             setattr(cfg, name, value)
+    bad = [ns for ns in cfg.namespaces if not _NAMESPACE.fullmatch(ns)]
+    if bad:
+        raise SystemExit(f"--namespace {bad[0]!r}: not a namespace name (no patterns)")
     try:
         cfg.client_security()  # a broken client config fails at start, not at first use
     except ClientConfigError as e:

@@ -1,7 +1,7 @@
 """`odradek-operator` (also `python -m odradek.operator`): run the kopf operator.
 
 Handlers are registered into a private registry (nothing happens at import time), then kopf runs
-standalone, cluster-wide or in the namespaces given, until SIGINT/SIGTERM.
+standalone (no peering objects), cluster-wide or in the namespaces given, until SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def build_registry(cfg: OperatorConfig) -> kopf.OperatorRegistry:
         settings.posting.level = logging.WARNING
         # A timer stopped for a deletion exits within a second (see TopicHandlers.on_timer).
         settings.background.cancellation_polling = 1
+        # Namespaced: neither a namespace listing nor a CRD watch, nothing cluster-wide.
+        settings.scanning.disabled = not cfg.scans_cluster
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
 

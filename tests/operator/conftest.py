@@ -7,13 +7,17 @@ missing they are skipped on a developer machine and FAIL under CI=true.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from chart_harness import CHART, RELEASE, helm_bin, run_helm
 from kube_harness import (
+    IN_CI,
     Broker,
     ControlPlane,
     Operator,
@@ -94,6 +98,50 @@ def operator(kube: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> It
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture
+def sole_operator() -> Iterator[None]:
+    """For a test that runs an operator of its own: the session's test operator (which manages
+    every namespace and cluster) is stopped meanwhile, so it cannot do that operator's work,
+    and started again after."""
+    paused = [p for p in live_processes if p.name == "odradek-operator" and p.running]
+    for p in paused:
+        p.stop()
+    yield
+    for p in paused:
+        p.start()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    path = helm_bin()
+    if not os.access(path, os.X_OK):
+        msg = f"helm not at {path}: run `make helm` (scripts/install-helm.sh) first"
+        if IN_CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def chart_crds(kube: ControlPlane, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The chart's CRDs (crds/, what `helm install` installs) applied for real."""
+    tmp = tmp_path_factory.mktemp("crds")
+    out = run_helm(
+        helm, "template", RELEASE, str(CHART), "--include-crds", home=tmp / "helm"
+    ).stdout
+    crds = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "CustomResourceDefinition"]
+    if crds:
+        kube.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input="\n---\n".join(json.dumps(c) for c in crds),
+        )
+        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ for the tests that run the images). What is checked:
   kube-apiserver (`kubectl apply --server-side --dry-run=server`, the chart's CRDs applied first);
 - the properties users rely on (advertised DNS names, broker.id from the ordinal, a PVC per
   broker, PDBs, anti-affinity, readiness, the bootstrap Service the operator finds);
-- the operator's RBAC: `kubectl auth can-i` for what it needs and nothing more, and the operator
-  itself running as the chart's ServiceAccount;
+- the RBAC objects it renders (test_operator_rbac.py runs the operator with them);
 - kube-controller-manager's StatefulSet controller making the broker pods (ordinal labels,
   subdomain, PVCs) and `kubectl scale`;
 - the rendered configuration running real processes: ZooKeeper and a broker on loopback, then the
@@ -28,88 +27,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from kube_harness import IN_CI, ROOT, Broker, ControlPlane, Operator, wait_until
+from chart_harness import (
+    CHART,
+    RELEASE,
+    apply_rbac,
+    container,
+    find,
+    forbidden_lines,
+    make_namespace,
+    remove_rbac,
+    render,
+    run_helm,
+    write_values,
+)
+from kube_harness import IN_CI, ROOT, Broker, ControlPlane, wait_until
 
 pytestmark = pytest.mark.timeout(600)
-
-CHART = ROOT / "charts" / "odradek"
-RELEASE = "odr"
-
-
-# -- helm ------------------------------------------------------------------------------------
-
-
-def helm_bin() -> Path:
-    """Where scripts/install-helm.sh puts helm (ODRADEK_HELM overrides)."""
-    if os.environ.get("ODRADEK_HELM"):
-        return Path(os.environ["ODRADEK_HELM"])
-    cache = Path(os.environ.get("ODRADEK_CACHE") or Path.home() / ".cache" / "odradek")
-    return cache / "tools" / "bin" / "helm"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    path = helm_bin()
-    if not os.access(path, os.X_OK):
-        msg = f"helm not at {path}: run `make helm` (scripts/install-helm.sh) first"
-        if IN_CI:
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return path
-
-
-def run_helm(
-    helm: Path, *args: str, check: bool = True, home: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    # helm keeps caches and config under $HOME; point them at a throw-away place.
-    env = {**os.environ}
-    if home is not None:
-        env.update(
-            HELM_CACHE_HOME=str(home / "cache"),
-            HELM_CONFIG_HOME=str(home / "config"),
-            HELM_DATA_HOME=str(home / "data"),
-        )
-    result = subprocess.run(
-        [str(helm), *args], capture_output=True, text=True, timeout=120, env=env
-    )
-    if check and result.returncode != 0:
-        pytest.fail(
-            f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}",
-            pytrace=False,
-        )
-    return result
-
-
-def write_values(tmp_path: Path, values: dict, name: str = "values.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(values))
-    return path
-
-
-def render(
-    helm: Path,
-    tmp_path: Path,
-    values: dict | None = None,
-    namespace: str = "default",
-    *extra: str,
-) -> list[dict]:
-    args = ["template", RELEASE, str(CHART), "--namespace", namespace, *extra]
-    if values:
-        args += ["-f", str(write_values(tmp_path, values))]
-    out = run_helm(helm, *args, home=tmp_path / "helm").stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
-def find(docs: list[dict], kind: str, name: str) -> dict:
-    for d in docs:
-        if d["kind"] == kind and d["metadata"]["name"] == name:
-            return d
-    pytest.fail(f"no {kind} {name} in {[(d['kind'], d['metadata']['name']) for d in docs]}")
-
-
-def container(pod_spec: dict, name: str) -> dict:
-    return next(c for c in pod_spec["containers"] if c["name"] == name)
 
 
 def env_of(c: dict) -> dict[str, Any]:
@@ -484,35 +417,6 @@ def test_helm_test_pod(helm: Path, tmp_path: Path) -> None:
 # -- against the API server ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def chart_crds(kube: ControlPlane, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The chart's CRDs (crds/, what `helm install` installs) applied for real."""
-    tmp = tmp_path_factory.mktemp("crds")
-    out = run_helm(
-        helm, "template", RELEASE, str(CHART), "--include-crds", home=tmp / "helm"
-    ).stdout
-    crds = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "CustomResourceDefinition"]
-    if crds:
-        kube.kubectl(
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            "-",
-            input="\n---\n".join(json.dumps(c) for c in crds),
-        )
-        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-
-
-def make_namespace(kube: ControlPlane, name: str) -> str:
-    if kube.kubectl("get", "namespace", name, check=False).returncode != 0:
-        kube.kubectl("create", "namespace", name)
-    # What the serviceaccount controller makes in a real cluster; pods are admitted against it.
-    if kube.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
-        kube.kubectl("create", "serviceaccount", "default", "-n", name)
-    return name
-
-
 def dry_run_apply(kube: ControlPlane, docs: list[dict]) -> str:
     text = "\n---\n".join(json.dumps(d) for d in docs)
     r = kube.kubectl(
@@ -560,15 +464,8 @@ def test_rendered_manifests_accepted(
         assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(
             [namespace, f"{namespace}-b"]
         )
-        (cr,) = [d for d in docs if d["kind"] == "ClusterRole"]
-        # cluster-wide only reading: CRDs, and namespaces (kopf lists them at start-up)
-        assert {
-            (g, r) for rule in cr["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-        } == {
-            ("apiextensions.k8s.io", "customresourcedefinitions"),
-            ("", "namespaces"),
-        }
-        assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cr["rules"])
+        # nothing cluster-wide: the operator lists no namespaces and watches no CRDs
+        assert not [d for d in docs if d["kind"].startswith("Cluster")]
 
 
 def test_notes(kube: ControlPlane, helm: Path, tmp_path: Path) -> None:
@@ -590,193 +487,6 @@ def test_notes(kube: ControlPlane, helm: Path, tmp_path: Path) -> None:
     assert "kind: Topic" in notes and f"cluster: {RELEASE}" in notes
     assert f"helm test {RELEASE}" in notes
     assert f"scale statefulset/{RELEASE}-broker --replicas=4" in notes
-
-
-# -- the operator's RBAC ---------------------------------------------------------------------
-
-
-def can_i(kube: ControlPlane, user: str, verb: str, resource: str, ns: str | None) -> bool:
-    args = ["auth", "can-i", verb, resource, f"--as={user}"]
-    args += ["-n", ns] if ns else ["--all-namespaces"]
-    return kube.kubectl(*args, check=False).stdout.strip() == "yes"
-
-
-@pytest.fixture
-def installed(
-    kube: ControlPlane, chart_crds: None, helm: Path, tmp_path: Path, namespace: str
-) -> Iterator[tuple[str, list[dict]]]:
-    """The chart's ServiceAccount and RBAC objects created for real, operator namespaced to
-    the test's namespace (the rest of the chart needs a kubelet; it is only dry-run)."""
-    make_namespace(kube, namespace)
-    values = {"operator": {"watchNamespaces": [namespace]}, "fullnameOverride": namespace}
-    docs = render(helm, tmp_path, values, namespace)
-    rbac = [
-        d
-        for d in docs
-        if d["kind"]
-        in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
-    ]
-    kube.kubectl(
-        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
-    )
-    yield namespace, docs
-    for d in rbac:
-        if d["kind"].startswith("Cluster"):
-            kube.kubectl(
-                "delete", d["kind"], d["metadata"]["name"], "--ignore-not-found", check=False
-            )
-
-
-def test_operator_rbac_least_privilege(
-    kube: ControlPlane, installed: tuple[str, list[dict]]
-) -> None:
-    ns, _ = installed
-    sa = f"system:serviceaccount:{ns}:{ns}-operator"
-    allowed = [
-        ("watch", "topics.kafka.odradek.io"),
-        ("patch", "topics.kafka.odradek.io"),
-        ("patch", "topics.kafka.odradek.io/status"),
-        ("list", "quotas.kafka.odradek.io"),
-        ("list", "users.kafka.odradek.io"),
-        ("list", "services"),
-        ("watch", "services"),
-        ("create", "events"),
-        ("create", "secrets"),
-        ("get", "secrets"),
-        ("patch", "secrets"),
-        ("watch", "statefulsets.apps"),
-        ("patch", "statefulsets.apps"),
-    ]
-    for verb, res in allowed:
-        assert can_i(kube, sa, verb, res, ns), f"operator cannot {verb} {res} in {ns}"
-    denied = [
-        ("list", "secrets"),
-        ("watch", "secrets"),
-        ("delete", "secrets"),
-        ("create", "topics.kafka.odradek.io"),
-        ("delete", "topics.kafka.odradek.io"),
-        ("create", "pods"),
-        ("delete", "services"),
-        ("update", "configmaps"),
-        ("create", "roles.rbac.authorization.k8s.io"),
-        ("update", "statefulsets.apps/scale"),
-        ("delete", "statefulsets.apps"),
-    ]
-    for verb, res in denied:
-        assert not can_i(kube, sa, verb, res, ns), f"operator may {verb} {res} in {ns}"
-    # nothing in another namespace; cluster-wide only reading CRDs
-    other = make_namespace(kube, f"{ns}-other")
-    assert not can_i(kube, sa, "list", "topics.kafka.odradek.io", other)
-    assert not can_i(kube, sa, "list", "topics.kafka.odradek.io", None)
-    assert can_i(kube, sa, "watch", "customresourcedefinitions.apiextensions.k8s.io", None)
-    assert can_i(kube, sa, "list", "namespaces", None)
-    assert not can_i(kube, sa, "delete", "namespaces", None)
-    assert not can_i(kube, sa, "create", "customresourcedefinitions.apiextensions.k8s.io", None)
-
-
-def test_operator_runs_with_chart_rbac(
-    kube: ControlPlane,
-    installed: tuple[str, list[dict]],
-    secure_broker: Broker,
-    tmp_path: Path,
-) -> None:
-    """The operator, authenticated as the chart's ServiceAccount, reconciles a Topic, a Quota
-    and a User (its password Secret generated) and finalizes their deletion: the RBAC is enough
-    for kopf and every handler, and no request of the operator is forbidden."""
-    ns, docs = installed
-    sa_name = f"{ns}-operator"
-    deploy = find(docs, "Deployment", f"{ns}-operator")
-    args = container(deploy["spec"]["template"]["spec"], "operator").get("args", [])
-    assert f"--namespace={ns}" in args
-    kubeconfig = kube.kubeconfig_for(
-        f"system:serviceaccount:{ns}:{sa_name}",
-        groups=("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
-    )
-    # $KUBECONFIG is a colon-separated list: the file's name must not contain the user's colons
-    sa_kubeconfig = tmp_path / "kubeconfig-operator-sa"
-    sa_kubeconfig.write_text(kubeconfig.read_text())
-    op = Operator(kube, tmp_path / "operator")
-    op.process.env["KUBECONFIG"] = str(sa_kubeconfig)
-    op.process.cmd = [*op.process.cmd, *args]
-    cluster = f"c-{ns}"
-    op.process.cmd.append(f"--cluster={cluster}")
-    annotations = {"kafka.odradek.io/bootstrap-servers": secure_broker.bootstrap}
-    username = f"rbac-{ns}"
-    resources = {
-        "topic": {"partitions": 2},
-        "quota": {"user": {"name": username}, "producerByteRate": 1048576},
-        "user": {
-            "authentication": {"type": "scram-sha-512"},
-            "authorization": {
-                "type": "simple",
-                "acls": [
-                    {"resource": {"type": "topic", "name": "rbac-check"}, "operations": ["Read"]}
-                ],
-            },
-        },
-    }
-    names = {"topic": "rbac-check", "quota": "rbac-quota", "user": username}
-
-    def ready(kind: str) -> bool:
-        obj = kube.get(kind, names[kind], ns) or {}
-        return any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in (obj.get("status") or {}).get("conditions") or []
-        )
-
-    op.start()
-    try:
-        for kind, spec in resources.items():
-            kube.apply(
-                {
-                    "apiVersion": "kafka.odradek.io/v1alpha1",
-                    "kind": kind.capitalize(),
-                    "metadata": {"name": names[kind], "annotations": annotations},
-                    "spec": {"cluster": cluster, **spec},
-                },
-                namespace=ns,
-            )
-        for kind in resources:
-            wait_until(
-                lambda kind=kind: ready(kind), 90, what=f"{kind} Ready (operator as the chart's SA)"
-            )
-        # the generated password Secret, created by the operator
-        assert kube.get("secret", username, ns) is not None
-        events = json.loads(
-            kube.kubectl(
-                "get",
-                "events",
-                "-n",
-                ns,
-                "--field-selector",
-                "involvedObject.name=rbac-check",
-                "-o",
-                "json",
-            ).stdout
-        )["items"]
-        assert events, "no event posted for the Topic"
-        for kind in resources:
-            kube.kubectl("delete", kind, names[kind], "-n", ns, "--wait=false")
-        for kind in resources:
-            wait_until(
-                lambda kind=kind: kube.get(kind, names[kind], ns) is None,
-                60,
-                what=f"{kind} finalized",
-            )
-    finally:
-        op.stop()
-    forbidden = forbidden_lines(op.process.log_path.read_text(errors="replace"))
-    assert not forbidden, "\n".join(forbidden)
-
-
-def forbidden_lines(log: str) -> list[str]:
-    """Lines of an operator log telling of a request the API server forbade. Matched after each
-    line's "[date time,millis]" prefix: a timestamp ending in ,403 is no 403."""
-    return [
-        line
-        for line in log.splitlines()
-        if re.search(r"forbidden|\b403\b|Not enough permissions", line.split("]", 1)[-1], re.I)
-    ]
 
 
 # -- the rendered configuration runs real processes -------------------------------------------
@@ -1077,45 +787,7 @@ def test_statefulset_pods(
     found = wait_until(lambda: brokers(4), 60, what="a 4th broker pod")
     assert found[f"{RELEASE}-broker-3"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "3"
     kube.kubectl("delete", "namespace", namespace, "--wait=false")
-    for d in docs:
-        if d["kind"].startswith("Cluster"):
-            kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
-
-
-def test_operator_rbac_cluster_wide(
-    kube: ControlPlane, chart_crds: None, helm: Path, tmp_path: Path, namespace: str
-) -> None:
-    """Default values: the operator watches every namespace through a ClusterRole holding the
-    same rules, and nothing more."""
-    make_namespace(kube, namespace)
-    docs = render(helm, tmp_path, {"fullnameOverride": namespace}, namespace)
-    rbac = [d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
-    kube.kubectl(
-        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
-    )
-    try:
-        sa = f"system:serviceaccount:{namespace}:{namespace}-operator"
-        for verb, res in [
-            ("watch", "topics.kafka.odradek.io"),
-            ("patch", "users.kafka.odradek.io/status"),
-            ("list", "services"),
-            ("create", "secrets"),
-            ("create", "events"),
-            ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
-        ]:
-            assert can_i(kube, sa, verb, res, None), f"operator cannot {verb} {res} cluster-wide"
-        for verb, res in [
-            ("list", "secrets"),
-            ("list", "namespaces"),
-            ("delete", "topics.kafka.odradek.io"),
-            ("create", "pods"),
-        ]:
-            assert not can_i(kube, sa, verb, res, None), f"operator may {verb} {res}"
-    finally:
-        for d in rbac:
-            if d["kind"].startswith("Cluster"):
-                kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
+    remove_rbac(kube, docs)
 
 
 # -- the rendered pods run in the project's images (Docker stands in for the kubelet) ---------
@@ -1373,6 +1045,7 @@ def test_operator_deployment_runs_in_the_image(
     tmp_path: Path,
     namespace: str,
     broker: Broker,
+    sole_operator: None,
 ) -> None:
     """The operator Deployment's container, in the image, authenticating in-cluster with a token
     of the chart's ServiceAccount (mounted where the kubelet puts it): liveness and metrics
@@ -1397,15 +1070,7 @@ def test_operator_deployment_runs_in_the_image(
         },
     }
     docs = render(helm, tmp_path, values, namespace)
-    rbac = [
-        d
-        for d in docs
-        if d["kind"]
-        in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
-    ]
-    kube.kubectl(
-        "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(d) for d in rbac)
-    )
+    rbac = apply_rbac(kube, docs)
     deploy = find(docs, "Deployment", f"{namespace}-operator")
     pod_spec = deploy["spec"]["template"]["spec"]
     sa = pod_spec["serviceAccountName"]
@@ -1480,6 +1145,4 @@ def test_operator_deployment_runs_in_the_image(
         assert not forbidden_lines(logs), logs[-3000:]
     finally:
         pods.close()
-        for d in rbac:
-            if d["kind"].startswith("Cluster"):
-                kube.kubectl("delete", d["kind"], d["metadata"]["name"], "--ignore-not-found")
+        remove_rbac(kube, rbac)

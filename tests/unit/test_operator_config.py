@@ -58,3 +58,20 @@ def test_a_broken_client_config_stops_the_operator_at_start(
         load_config(["--client-config", str(config)], {})
     with pytest.raises(SystemExit, match="cannot read client config"):
         load_config(["--client-config", str(tmp_path / "missing")], {})
+
+
+def test_namespaced_mode_asks_nothing_cluster_wide() -> None:
+    cfg, _ = load_config(["--namespace", "team-a", "--namespace", "team-b"], {})
+    assert cfg.namespaces == ["team-a", "team-b"] and not cfg.scans_cluster
+    everywhere, _ = load_config([], {})
+    assert everywhere.namespaces == [] and everywhere.scans_cluster
+    no_crds, _ = load_config(["--no-watch-crds"], {"ODRADEK_OPERATOR_WATCH_CRDS": "true"})
+    assert not no_crds.scans_cluster
+    env_only, _ = load_config([], {"ODRADEK_OPERATOR_WATCH_CRDS": "false"})
+    assert not env_only.watch_crds
+
+
+@pytest.mark.parametrize("namespace", ["team-*", "!kube-system", "Team", "a-", "a" * 64])
+def test_namespace_patterns_are_refused(namespace: str) -> None:
+    with pytest.raises(SystemExit, match="not a namespace name"):
+        load_config(["--namespace", namespace], {})
