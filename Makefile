@@ -57,7 +57,7 @@ run: install ## start one broker on 127.0.0.1:9092 (PORT=, DATA= to change), dat
 # The whole suite, the operator's tests against a real kube-apiserver included (the Kubernetes
 # tools and helm build once from the Go module proxy into ~/.cache/odradek; Docker comes from
 # Debian and its daemon is started when it is not running).
-test: install system-deps k8s-tools helm docker ## ruff and every test (installs what they need first)
+test: install system-deps chaos-deps k8s-tools helm docker ## ruff and every test (installs what they need first)
 	$(VENV)/bin/ruff check broker operator tests bench scripts pipelines
 	ODRADEK_OPERATOR_TESTS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -124,3 +124,17 @@ kind-node-image: ## the kind node image odradek-kind-node, built here (no regist
 .PHONY: spark-connector
 spark-connector: ## the jars of Spark's Kafka connector (Maven Central, cached)
 	@bash scripts/install-spark-connector.sh >/dev/null
+
+# The Jepsen-style fault suite (tests/chaos): every schedule against a fresh three-broker,
+# three-ZooKeeper cluster in network namespaces, each for CHAOS_DURATION seconds of faults, then
+# the checker. `make chaos SEED=... SCHEDULE=...` replays one run; `--list` in
+# tests/chaos/runner.py names the schedules. Logs and histories go to build/chaos/.
+.PHONY: chaos chaos-deps
+SEED ?=
+SCHEDULE ?= all
+CHAOS_DURATION ?= 60
+chaos-deps: ## Debian packages of the chaos suite (iproute2, iptables, util-linux, gcc)
+	bash scripts/install-chaos-deps.sh
+
+chaos: install system-deps chaos-deps ## the Jepsen-style fault suite (root; SEED=, SCHEDULE= replay one run)
+	$(PY) tests/chaos/runner.py --schedule $(SCHEDULE) --duration $(CHAOS_DURATION) $(if $(SEED),--seed $(SEED))

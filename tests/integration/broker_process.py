@@ -3,10 +3,15 @@
 The process can be stopped with SIGTERM (controlled shutdown), killed with SIGKILL, paused
 (SIGSTOP), resumed and started again on the same port and directories. Every start writes its
 own log file (broker-<n>.log), so a failure report can show what each incarnation said.
+
+A broker may listen on another address than loopback and run under a wrapper command (the chaos
+suite starts each broker inside its own network namespace with `ip netns exec`, with a fault
+shim preloaded through `env`); `pdeathsig` makes the process die with the harness.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import signal
@@ -34,6 +39,13 @@ def _ephemeral_low() -> int:
 
 _EPHEMERAL_LOW = _ephemeral_low()
 _handed_out: set[int] = set()
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """preexec_fn: the child gets `sig` when the harness dies, even by SIGKILL (the signal is
+    kept across exec, so it reaches the process a wrapper such as `ip netns exec` runs)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig, 0, 0, 0)
 
 
 def free_port() -> int:
@@ -70,32 +82,36 @@ class BrokerProcess:
         *,
         port: int | None = None,
         name: str = "odradek broker",
+        host: str = "127.0.0.1",
+        wrapper: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        pdeathsig: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.log_dir = log_dir
         self.settings = settings
+        self.host = host
         self.port = port or free_port()
         self.name = name
+        self.wrapper = wrapper or []
+        self.env = env or {}
+        self.pdeathsig = pdeathsig
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         # Extra environment of the next start (e.g. ODRADEK_CRASH_AT for crash tests).
         self.env: dict[str, str] = {}
 
     @property
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         settings = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir),
             **self.settings,
         }
-        cmd = [sys.executable, "-m", "odradek.broker.cli", "broker"]
+        cmd = [*self.wrapper, sys.executable, "-m", "odradek.broker.cli", "broker"]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -117,6 +133,7 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
+                preexec_fn=die_with_parent if self.pdeathsig else None,
             )
 
     def wait_serving(self, timeout: float = START_TIMEOUT) -> None:

@@ -54,13 +54,22 @@ class ClusterBroker(BrokerProcess):
     """One broker process of a cluster, restartable on the same id, port and directories."""
 
     def __init__(
-        self, broker_id: int, base: Path, zk_connect: str, overrides: dict[str, str]
+        self,
+        broker_id: int,
+        base: Path,
+        zk_connect: str,
+        overrides: dict[str, str],
+        **process: Any,
     ) -> None:
+        """`process`: BrokerProcess options (host, port, wrapper, env, pdeathsig) and
+        data_dir."""
+        data_dir = process.pop("data_dir", base / f"broker{broker_id}" / "data")
         super().__init__(
-            base / f"broker{broker_id}" / "data",
+            data_dir,
             base / f"broker{broker_id}" / "logs",
             {"broker.id": str(broker_id), "zookeeper.connect": zk_connect, **overrides},
             name=f"broker {broker_id}",
+            **process,
         )
         self.broker_id = broker_id
         self.zk_connect = zk_connect
@@ -94,13 +103,18 @@ class Cluster:
         base: Path,
         size: int = 3,
         overrides: dict[str, str] | None = None,
+        broker_options: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
+        """`broker_options(broker_id)`: BrokerProcess options of each broker (host, port,
+        wrapper, env, pdeathsig, data_dir), e.g. to run it in a network namespace."""
         self.ensemble = ensemble
         self.chroot = f"/odradek-{uuid.uuid4().hex[:10]}"
         self.zk_connect = ensemble.connect_string(self.chroot)
         settings = {**CLUSTER_OVERRIDES, **(overrides or {})}
+        options = broker_options or (lambda _: {})
         self.brokers = {
-            i: ClusterBroker(i, base, self.zk_connect, settings) for i in range(1, size + 1)
+            i: ClusterBroker(i, base, self.zk_connect, settings, **options(i))
+            for i in range(1, size + 1)
         }
         self._zk: Any = None
 

@@ -23,10 +23,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
+from broker_process import die_with_parent, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO / "scripts" / "install-zookeeper.sh"
@@ -72,10 +73,12 @@ def free_ports(n: int) -> list[int]:
     return [free_port() for _ in range(n)]
 
 
-def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str | None:
+def four_letter_word(
+    port: int, word: str, timeout: float = 2.0, host: str = "127.0.0.1"
+) -> str | None:
     """A ZooKeeper four-letter-word answer, or None when the server does not answer."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(word.encode())
             chunks = []
             while chunk := s.recv(4096):
@@ -85,12 +88,28 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str | None:
         return None
 
 
+@dataclass
+class Placement:
+    """Where a server runs: its address and a wrapper command (e.g. `ip netns exec NS`)."""
+
+    host: str
+    wrapper: list[str] = field(default_factory=list)
+
+
 class ZkServer:
     """One server of the ensemble; can be stopped, killed and started again (same ports, data)."""
 
-    def __init__(self, myid: int, base: Path, ports: tuple[int, int, int]) -> None:
+    def __init__(
+        self,
+        myid: int,
+        base: Path,
+        ports: tuple[int, int, int],
+        placement: Placement | None = None,
+    ) -> None:
         self.myid = myid
         self.client_port, self.peer_port, self.election_port = ports
+        self.placement = placement or Placement("127.0.0.1")
+        self.host = self.placement.host
         self.dir = base / f"zk{myid}"
         self.data_dir = self.dir / "data"
         self.cfg_path = self.dir / "zoo.cfg"
@@ -99,7 +118,7 @@ class ZkServer:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def alive(self) -> bool:
@@ -109,9 +128,11 @@ class ZkServer:
         assert not self.alive, f"zookeeper {self.myid} is already running"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                ["java", *JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{libs}/*",
+                [*self.placement.wrapper, "java", *JVM_OPTS,
+                 f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{libs}/*",
                  "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.cfg_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent if self.placement.wrapper else None,
             )  # fmt: skip
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -133,7 +154,7 @@ class ZkServer:
         """The server's role (leader, follower); None when it does not serve."""
         if not self.alive:
             return None
-        answer = four_letter_word(self.client_port, "srvr")
+        answer = four_letter_word(self.client_port, "srvr", host=self.host)
         if not answer:
             return None
         for line in answer.splitlines():
@@ -149,18 +170,32 @@ class ZkServer:
 
 
 class ZkEnsemble:
-    """`size` ZooKeeper servers forming one quorum on 127.0.0.1."""
+    """`size` ZooKeeper servers forming one quorum on 127.0.0.1 (free ports), or one server per
+    placement, each on its own address with ZooKeeper's standard ports."""
 
-    def __init__(self, base: Path, libs: str, size: int = 3, tick_ms: int = 500) -> None:
+    def __init__(
+        self,
+        base: Path,
+        libs: str,
+        size: int = 3,
+        tick_ms: int = 500,
+        placements: list[Placement] | None = None,
+    ) -> None:
         self.base = base
         self.libs = libs
         self.tick_ms = tick_ms
         self.log4j = base / "log4j.properties"
-        ports = free_ports(3 * size)
-        self.servers = [
-            ZkServer(i + 1, base, (ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]))
-            for i in range(size)
-        ]
+        if placements:
+            self.servers = [
+                ZkServer(i + 1, base, (2181, 2888, 3888), placement)
+                for i, placement in enumerate(placements)
+            ]
+        else:
+            ports = free_ports(3 * size)
+            self.servers = [
+                ZkServer(i + 1, base, (ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]))
+                for i in range(size)
+            ]
 
     @property
     def hosts(self) -> str:
@@ -173,7 +208,7 @@ class ZkEnsemble:
     def _write_config(self) -> None:
         self.log4j.write_text(_LOG4J)
         peers = "\n".join(
-            f"server.{s.myid}=127.0.0.1:{s.peer_port}:{s.election_port}" for s in self.servers
+            f"server.{s.myid}={s.host}:{s.peer_port}:{s.election_port}" for s in self.servers
         )
         for s in self.servers:
             s.data_dir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +217,7 @@ class ZkEnsemble:
                 f"tickTime={self.tick_ms}\n"
                 "initLimit=20\nsyncLimit=10\n"
                 f"dataDir={s.data_dir}\n"
-                f"clientPort={s.client_port}\nclientPortAddress=127.0.0.1\n"
+                f"clientPort={s.client_port}\nclientPortAddress={s.host}\n"
                 "maxClientCnxns=0\n"
                 # Short sessions for expiry tests, Kafka's 18 s default still accepted.
                 f"minSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout=60000\n"
