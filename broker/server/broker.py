@@ -104,6 +104,7 @@ class Broker(BrokerControl):
             self.replica_manager,
             GroupCoordinatorConfig.from_broker_config(config),
             partition_count=lambda: self.metadata_cache.partition_count(OFFSETS_TOPIC),
+            fenced=lambda: self.zk_fenced,
         )
         # Producer ids come from blocks claimed in the metadata store (idempotent producers
         # get one from any broker, transactional ones from their coordinator).
@@ -136,6 +137,11 @@ class Broker(BrokerControl):
         self.topic_admin: TopicAdmin | None = None
         self.config_changes: ConfigChangeListener | None = None
         self.broker_epoch = -1
+        # ZooKeeper fencing of the group coordinator (`zk_fenced`): the session this broker
+        # registered with, and after a re-registration the broker epoch the controller must
+        # address before this broker trusts its leadership again.
+        self._registered_session: int | None = None
+        self._fenced_until_epoch: int | None = None
         # The highest controller epoch seen in a control request (STALE_CONTROLLER_EPOCH below).
         self.controller_epoch_seen = -1
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -242,6 +248,7 @@ class Broker(BrokerControl):
                 self.metrics.serve, config.get("prometheus.metrics.host"), port
             )
         self.broker_epoch = await self._register()
+        self._registered_session = getattr(self.store, "session_id", None)
         self.topic_admin = TopicAdmin(self.zk, config, executor=self.executor)
         self.config_changes = ConfigChangeListener(
             self.zk,
@@ -376,6 +383,10 @@ class Broker(BrokerControl):
         else:
             log.error("broker %d: could not re-register in ZooKeeper", self.broker_id)
             return
+        # Leadership this broker held may have moved while its session was gone: fenced until
+        # the controller speaks to this incarnation (its first LeaderAndIsr or UpdateMetadata).
+        self._fenced_until_epoch = self.broker_epoch
+        self._registered_session = session
         log.info(
             "broker %d re-registered with session 0x%x (broker epoch %d)",
             self.broker_id,
@@ -386,6 +397,27 @@ class Broker(BrokerControl):
             self.controller.on_new_session()
         if self.config_changes is not None:
             self.config_changes._on_watch(None)  # type: ignore[arg-type]  # re-read and re-watch
+
+    @property
+    def zk_fenced(self) -> bool:
+        """True while this broker cannot be sure it still holds the leadership it knows of: its
+        ZooKeeper connection is down (the session may expire, and the controller move its
+        partitions, at any moment), its session is not the one it registered with, or the
+        controller has not yet addressed it since it re-registered. A zombie leader must not
+        serve as group coordinator: it would hand out committed offsets older than the ones
+        its successor acknowledged."""
+        store = self.store
+        if store is None or not self.config.zookeeper_connect:
+            return False  # the embedded store: one broker, nobody to take over
+        return (
+            not store.connected
+            or store.session_id != self._registered_session
+            or self._fenced_until_epoch is not None
+        )
+
+    def _addressed_by_controller(self, broker_epoch: int) -> None:
+        if self._fenced_until_epoch is not None and broker_epoch >= self._fenced_until_epoch:
+            self._fenced_until_epoch = None
 
     # --- controlled shutdown (before the listeners close) -----------------------------------
 
@@ -521,6 +553,7 @@ class Broker(BrokerControl):
                 )
         errors = self.replica_manager.leader_and_isr(request)
         self._coordinator_leadership(request, errors)
+        self._addressed_by_controller(request.broker_epoch)
         return errors
 
     async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
@@ -537,6 +570,7 @@ class Broker(BrokerControl):
 
     async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
         self.metadata_cache.update(request)
+        self._addressed_by_controller(request.broker_epoch)
         if (
             self.metadata_cache.is_alive(self.broker_id)
             and self.metadata_cache.controller_id is not None

@@ -115,6 +115,15 @@ class ChaosCluster:
             "data_dir": self.disks[broker_id].path / "logs",
         }
 
+    def keep_data(self) -> None:
+        """Copy every broker's log directory off its tmpfs (before close), for a post-mortem."""
+        import shutil
+
+        for i, disk in self.disks.items():
+            if disk.mounted:
+                shutil.copytree(disk.path / "logs", self.base / f"broker{i}" / "data-copy",
+                                dirs_exist_ok=True)  # fmt: skip
+
     def close(self) -> None:
         """Stop every process, unmount the disks, delete the namespaces; never raises."""
         steps = [

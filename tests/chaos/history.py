@@ -17,7 +17,7 @@ from typing import Any
 
 # Event kinds and their fields (besides "t" and "kind"):
 SEND = "send"  # producer, partition, value
-ACK = "ack"  # producer, partition, value, offset
+ACK = "ack"  # producer, partition, value, offset (None: acknowledged without an offset)
 FAIL = "fail"  # producer, partition, value, error (outcome unknown: it may be in the log)
 READ = "read"  # consumer, partition, offset, value
 ASSIGN = "assign"  # consumer, partitions (a new consumption run starts on each)

@@ -18,6 +18,7 @@ ends, and its children get SIGKILL when it dies (PR_SET_PDEATHSIG).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -89,6 +90,24 @@ class Result:
             k: v for k, v in report.counts.items() if k not in ("lost", "duplicated", "reordered")
         }
         self.summary = report.summary()
+
+
+class StallWatch(threading.Thread):
+    """Dumps every thread's stack to `path` when the harness stops running Python for
+    `seconds` (something holding the GIL), via faulthandler's own C thread."""
+
+    def __init__(self, path: Path, seconds: float = 5.0) -> None:
+        super().__init__(name="stall-watch", daemon=True)
+        self.file = open(path, "a")  # noqa: SIM115 - open for the watch's whole life
+        self.seconds = seconds
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            faulthandler.dump_traceback_later(self.seconds, file=self.file)
+            self.stopping.wait(1.0)
+        faulthandler.cancel_dump_traceback_later()
+        self.file.close()
 
 
 class LeaderPoller(threading.Thread):
@@ -182,6 +201,8 @@ def run_one(schedule: Schedule, seed: int, duration: float, out: Path) -> Result
     workload: Workload | None = None
     poller: LeaderPoller | None = None
     started = time.monotonic()
+    watch = StallWatch(out / "stalls.txt")
+    watch.start()
     try:
         env.start()
         env.c.create_topic(TOPIC, PARTITIONS, 3)
@@ -217,6 +238,7 @@ def run_one(schedule: Schedule, seed: int, duration: float, out: Path) -> Result
         result.error = f"{type(e).__name__}: {e}"
         (out / "error.txt").write_text(traceback.format_exc() + "\n" + env.log_tails())
     finally:
+        watch.stopping.set()
         if poller is not None:
             poller.stopping.set()
             result.leader_changes = poller.changes
@@ -224,6 +246,11 @@ def run_one(schedule: Schedule, seed: int, duration: float, out: Path) -> Result
             workload.stop_producers(timeout=5.0)
             workload.stop_consumers(timeout=5.0)
         history.dump(out / "history.jsonl")
+        if not result.ok:
+            try:
+                env.keep_data()
+            except Exception:  # noqa: BLE001 - a post-mortem aid only
+                log.exception("could not copy the brokers' data")
         env.close()
         result.seconds = time.monotonic() - started
         (out / "result.json").write_text(json.dumps(asdict(result), indent=1))

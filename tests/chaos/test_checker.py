@@ -120,3 +120,10 @@ def test_committed_offsets_going_backwards() -> None:
                read("b", 1, consumer="g2")]  # fmt: skip
     report = check(history(*base, *restart, final={0: [(0, "a"), (1, "b")]}))
     assert report.count("offsets backwards") == 1
+
+
+def test_an_acknowledgement_without_offset_counts_where_it_is_logged() -> None:
+    # librdkafka's implicit acknowledgements carry no offset.
+    report = check(history(sent("a"), acked("a", None), final={0: [(0, "a")]}))
+    assert report.ok and report.acked == 1
+    assert check(history(sent("a"), acked("a", None), final={0: []})).count("lost") == 1

@@ -34,7 +34,9 @@ PRODUCER_CONFIG = {
     "enable.idempotence": True,
     "acks": "all",
     "linger.ms": 5,
-    "message.timeout.ms": 30000,
+    # message.timeout.ms keeps librdkafka's default (300 s): a record that times out while in
+    # flight may be in the log, and librdkafka's epoch bump then sends the records queued behind
+    # it again under the new epoch, which the broker cannot tell from new ones (duplicates).
     "request.timeout.ms": 10000,
     "retry.backoff.ms": 200,
     "socket.timeout.ms": 10000,

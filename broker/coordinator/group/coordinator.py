@@ -68,8 +68,12 @@ class GroupCoordinator:
         *,
         partition_count: Callable[[], int | None] | None = None,
         executor: Executor | None = None,
+        fenced: Callable[[], bool] = lambda: False,
     ) -> None:
+        """`fenced()`: the broker cannot vouch for its leadership right now (ZooKeeper session
+        in doubt); every group request is then answered COORDINATOR_NOT_AVAILABLE."""
         self.config = config
+        self._fenced = fenced
         self.manager = GroupMetadataManager(
             replica_manager, config, partition_count=partition_count, executor=executor
         )
@@ -143,7 +147,7 @@ class GroupCoordinator:
     def _group_error(self, group_id: str | None, api: int) -> ErrorCode | None:
         if group_id is None or (group_id == "" and api not in _EMPTY_ID_ALLOWED):
             return ErrorCode.INVALID_GROUP_ID
-        if not self._active:
+        if not self._active or self._fenced():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.manager.is_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS

@@ -94,6 +94,9 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
             "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": f"Unknown coordinator type: {key_type}",
         }
+    if broker.zk_fenced:
+        # Cut off from ZooKeeper, this broker's view of who leads may be stale (broker.py).
+        return {**none, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     cache = broker.metadata_cache
     leader = cache.leader_of(topic, partition)
     if leader is None:
