@@ -545,7 +545,14 @@ class Broker(BrokerControl):
 
     # --- BrokerControl (what the controller tells this broker) -----------------------------
 
+    def _heard_from_controller(self, controller_epoch: int) -> None:
+        """Remember the newest controller epoch, also from this broker's own controller (whose
+        orders arrive without the network and its STALE_CONTROLLER_EPOCH check), so a deposed
+        controller, or a client posing as one, cannot overwrite what a newer one decided."""
+        self.controller_epoch_seen = max(self.controller_epoch_seen, controller_epoch)
+
     async def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
+        self._heard_from_controller(request.controller_epoch)
         for p in request.partitions:
             if p.topic not in self._topic_overrides:
                 self._topic_overrides[p.topic] = await self._io(
@@ -557,6 +564,7 @@ class Broker(BrokerControl):
         return errors
 
     async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
+        self._heard_from_controller(request.controller_epoch)
         errors = self.replica_manager.stop_replica(request)
         for p in request.partitions:
             if p.topic == OFFSETS_TOPIC:
@@ -569,6 +577,7 @@ class Broker(BrokerControl):
         return errors
 
     async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
+        self._heard_from_controller(request.controller_epoch)
         self.metadata_cache.update(request)
         self._addressed_by_controller(request.broker_epoch)
         if (

@@ -184,17 +184,18 @@ class Connection:
             frame = bytes(self._buf[4 : 4 + size])
             del self._buf[: 4 + size]
             return memoryview(frame)
-        # A large frame: receive the rest straight into its own buffer, no re-copying.
-        frame_buf = bytearray(size)
-        frame_buf[:have] = self._buf[4:]
+        # A large frame grows with the bytes that arrive, not with the size its prefix
+        # announces: a peer that announces socket.request.max.bytes and sends nothing more
+        # holds no more memory than it sent.
+        frame_buf = bytearray(self._buf[4:])
         self._buf.clear()
-        view = memoryview(frame_buf)
-        while have < size:
-            n = await self._recv_into(view[have:])
+        chunk = self._chunk_view
+        while len(frame_buf) < size:
+            n = await self._recv_into(chunk[: min(len(chunk), size - len(frame_buf))])
             if n == 0:
                 raise ConnectionClosed("peer closed the connection mid-request")
-            have += n
-        return view
+            frame_buf += chunk[:n]
+        return memoryview(frame_buf)
 
     async def send(self, chunks: Sequence[Any]) -> None:
         """Send a response: a 4-byte size, then bytes-like chunks and file regions in order."""
