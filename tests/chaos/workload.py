@@ -34,12 +34,12 @@ PRODUCER_CONFIG = {
     "enable.idempotence": True,
     "acks": "all",
     "linger.ms": 5,
-    # message.timeout.ms keeps librdkafka's default (300 s): a record that times out while in
-    # flight may be in the log, and librdkafka's epoch bump then sends the records queued behind
-    # it again under the new epoch, which the broker cannot tell from new ones (duplicates).
-    "request.timeout.ms": 10000,
+    # librdkafka's timeouts are left at their defaults (message 300 s, request 30 s, socket 60 s):
+    # when a request times out in the client while in flight (or a record's message timeout
+    # expires), librdkafka bumps the producer epoch and sends what it had not seen acknowledged
+    # again under the new epoch, which no broker can tell from new records: duplicates that
+    # are the client's (its INTRODUCTION.md says so), not the broker's.
     "retry.backoff.ms": 200,
-    "socket.timeout.ms": 10000,
     "metadata.max.age.ms": 5000,
     "topic.metadata.refresh.interval.ms": 2000,
     "log_level": 3,
@@ -50,7 +50,6 @@ CONSUMER_CONFIG = {
     "session.timeout.ms": 10000,
     "heartbeat.interval.ms": 1000,
     "max.poll.interval.ms": 60000,
-    "socket.timeout.ms": 10000,
     "metadata.max.age.ms": 5000,
     "topic.metadata.refresh.interval.ms": 2000,
     "log_level": 3,

@@ -7,6 +7,13 @@ like a Produce turned into acks=0, legitimately get no answer), the broker must 
 confluent-kafka producer and consumer running the whole time must lose nothing they were promised.
 
 The seed is printed; rerun one case with ODRADEK_FUZZ_SEED=<seed>.
+
+Then every API and version the broker advertises gets bodies drawn by hypothesis from its schema
+(schema_strategies.py), mutated on the way: truncated, announcing more bytes than it sends, sent
+with an unsupported api_version, with unknown tagged fields (well-formed or not) in its header,
+or with flipped bytes. And a peer announcing huge frames must hold no memory for bytes it never
+sent: a 2 GB size prefix is refused at once (socket.request.max.bytes), and sizes under the limit
+cost only what actually arrives.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -28,22 +36,29 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 from odradek.broker.client.blocking import recv_exact
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.protocol.messages import REGISTRY
 from odradek.broker.protocol.primitives import write_uvarint
 from odradek.broker.records.record import Record, build_batch
+from schema_strategies import body_strategy
 
 FRAMES = 3000
 BATCH = 40  # connections in flight at once
 CHECKPOINT_EVERY = 300  # frames between checks that the good client is still being served
 MAX_REQUEST = 104857600  # Kafka's default socket.request.max.bytes (the broker under test uses it)
+FRAMES_PER_VERSION = 4  # mutated frames per advertised API version
 OUTCOME_DEADLINE = 60.0  # per batch: how long a bad connection may take to be closed
 SILENT_GRACE = 1.0  # extra wait for lenient connections once the strict ones are settled
 CLIENT_ID = "fuzz"
 
 # Categories of bad frames and what the broker may do with each.
 STRICT = "closed"  # must be closed without a response
+ANSWERED = "answered"  # must be answered
 CLOSED_OR_ANSWERED = "closed-or-answered"
 ANY = "any"  # closed, answered, or (for a request that parks or wants no reply) silent
 CATEGORIES = [
@@ -307,6 +322,16 @@ def make_bad_frame(rng: random.Random, category: str, tmpl: list[tuple[int, int,
     raise AssertionError(category)
 
 
+def allowed(conn: BadConnection) -> bool:
+    if conn.allowed == ANSWERED:
+        return conn.outcome == "answered"
+    return (
+        conn.outcome == "closed"
+        or (conn.outcome == "answered" and conn.allowed in (CLOSED_OR_ANSWERED, ANY))
+        or (conn.outcome == "silent" and conn.allowed == ANY)
+    )
+
+
 @dataclass
 class BadConnection:
     category: str
@@ -332,11 +357,12 @@ class BadConnection:
 
 
 def run_batch(
-    host: str, port: int, conns: list[tuple[str, str, bytes, bool]], hello: bytes
+    host: str, port: int, conns: list[tuple[str, str, bytes, bool]] | list[tuple], hello: bytes
 ) -> list[BadConnection]:
     """Open a connection per frame, send them all, and classify what the broker does with each."""
     open_conns: list[BadConnection] = []
-    for category, allowed, payload, say_hello in conns:
+    for category, allowed, payload, say_hello, *rest in conns:
+        half_close = bool(rest and rest[0])  # send, then shut our side: EOF mid-frame
         sock = socket.create_connection((host, port), timeout=OUTCOME_DEADLINE)
         if say_hello:  # a healthy request first: a live session that then goes bad
             sock.sendall(hello)
@@ -345,6 +371,8 @@ def run_batch(
         conn = BadConnection(category, allowed, payload, sock)
         try:
             sock.sendall(payload)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             conn.outcome = "closed"
         open_conns.append(conn)
@@ -434,12 +462,7 @@ def test_fuzzed_frames_close_connections_and_lose_nothing(
             plan.append((category, allowed_for[category], payload, rng.random() < 0.1))
         for conn in run_batch(broker.host, broker.port, plan, hello):
             tally[(conn.category, conn.outcome)] = tally.get((conn.category, conn.outcome), 0) + 1
-            ok = (
-                conn.outcome == "closed"
-                or (conn.outcome == "answered" and conn.allowed in (CLOSED_OR_ANSWERED, ANY))
-                or (conn.outcome == "silent" and conn.allowed == ANY)
-            )
-            if not ok:
+            if not allowed(conn):
                 failures.append(f"{conn.category} -> {conn.outcome}: {conn.payload[:48].hex()}")
         previous, sent = sent, sent + len(plan)
         if sent // CHECKPOINT_EVERY != previous // CHECKPOINT_EVERY:
@@ -461,3 +484,198 @@ def test_fuzzed_frames_close_connections_and_lose_nothing(
         assert broker.running, "broker died"
         log = broker.log_text()
         assert "Traceback" not in log, "the broker logged an unexpected exception (see its log)"
+
+
+# --- every advertised API and version, bodies from hypothesis -------------------------------------
+
+
+def header_tags_at(frame: bytes) -> int:
+    """Offset of the tagged-field count that ends a v2 request header (after the client id)."""
+    (length,) = struct.unpack_from(">h", frame, 8)
+    return 10 + max(length, 0)
+
+
+# APIs whose well-formed requests change what other clients see, and that a broker without an
+# authorizer executes for anyone, Kafka's too: the controller's orders (a made-up UpdateMetadata
+# from a future controller epoch empties the broker list), ACLs, configs, quotas, credentials,
+# topic deletion and creation (any partition count), reassignments. They only get mutations
+# that no decoder may accept.
+STATEFUL = {
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.ELECT_LEADERS, ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.DELETE_GROUPS,
+    ApiKey.OFFSET_DELETE, ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.UPDATE_FEATURES, ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS,
+    ApiKey.WRITE_TXN_MARKERS,
+}  # fmt: skip
+
+
+def mutate(
+    data: st.DataObject, key: int, version: int, frame: bytes, advertised
+) -> tuple[str, str, bytes]:
+    """(mutation, allowed outcome, bytes to send) for one valid request frame."""
+    flexible = codec.request_header_version(key, version) == 2
+    kinds = ["truncated", "overlong", "wrong-version"]
+    if key not in STATEFUL:
+        kinds.append("flipped")
+    if flexible:
+        kinds.append("malformed-header-tags")
+        if key not in STATEFUL:
+            kinds.append("unknown-header-tags")
+    kind = data.draw(st.sampled_from(kinds), label="mutation")
+    size = struct.pack(">i", len(frame))
+    if kind == "truncated":
+        cut = data.draw(st.integers(0, len(frame) - 1), label="cut")
+        return kind, STRICT, struct.pack(">i", cut) + frame[:cut]
+    if kind == "overlong":  # announces more than it sends, then half-closes (see run_batch)
+        extra = data.draw(st.integers(1, 1 << 16), label="extra")
+        return kind, STRICT, struct.pack(">i", len(frame) + extra) + frame
+    if kind == "wrong-version":
+        lo, hi = advertised[key]
+        bad = data.draw(
+            st.integers(hi + 1, 0x7FFF) | st.integers(-0x8000, lo - 1) if lo > -0x8000 else
+            st.integers(hi + 1, 0x7FFF),
+            label="version",
+        )  # fmt: skip
+        out = frame[:2] + struct.pack(">h", bad) + frame[4:]
+        want = STRICT
+        if key == ApiKey.API_VERSIONS and bad > hi:
+            # Kafka answers a too-new ApiVersions (v0, UNSUPPORTED_VERSION) if it can read the
+            # header, whose layout follows the version: v3+ have tagged fields, older ones not.
+            same_header = codec.request_header_version(key, bad) == codec.request_header_version(
+                key, version
+            )
+            want = ANSWERED if same_header else CLOSED_OR_ANSWERED
+        return kind, want, struct.pack(">i", len(out)) + out
+    if kind in ("unknown-header-tags", "malformed-header-tags"):
+        at = header_tags_at(frame)
+        assert frame[at] == 0, f"{key} v{version}: no empty tagged fields at {at}"
+        tags = data.draw(st.lists(st.tuples(st.integers(0, 1 << 20), st.binary(max_size=40)),
+                                  min_size=1, max_size=4, unique_by=lambda t: t[0]), label="tags")  # fmt: skip
+        tags.sort()
+        fields = write_uvarint(len(tags)) + b"".join(
+            write_uvarint(tag) + write_uvarint(len(v)) + v for tag, v in tags
+        )
+        if kind == "malformed-header-tags":
+            # The last tag claims more bytes than the whole frame holds.
+            tag, v = tags[-1]
+            fields = write_uvarint(len(tags)) + b"".join(
+                write_uvarint(t) + write_uvarint(len(x)) + x for t, x in tags[:-1]
+            ) + write_uvarint(tag) + write_uvarint(len(frame) + 100) + v  # fmt: skip
+            out = frame[:at] + fields
+            return kind, STRICT, struct.pack(">i", len(out)) + out
+        out = frame[:at] + fields + frame[at + 1 :]
+        return kind, ANY, struct.pack(">i", len(out)) + out
+    flipped = bytearray(frame)
+    for _ in range(data.draw(st.integers(1, 4), label="flips")):
+        i = data.draw(st.integers(12, len(flipped) - 1) if len(flipped) > 12 else st.just(0))
+        flipped[i] = data.draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF, flipped[i] ^ 1]))
+    return kind, ANY, size + bytes(flipped)
+
+
+def fuzzable(advertised: dict[int, tuple[int, int]]) -> list[tuple[int, int]]:
+    """Every (api, version) the broker advertises and the schemas know."""
+    return [
+        (key, v)
+        for key, (lo, hi) in sorted(advertised.items())
+        if key in REGISTRY
+        for v in range(lo, hi + 1)
+    ]
+
+
+def frames_for(
+    key: int, version: int, advertised: dict[int, tuple[int, int]], n: int, seed: int
+) -> list[tuple[str, str, bytes, bool, bool]]:
+    """`n` mutated frames of one API version (hypothesis only draws here; no I/O)."""
+    out = []
+
+    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @hypothesis_seed(seed)
+    @given(st.data())
+    def draw(data: st.DataObject) -> None:
+        body = data.draw(body_strategy(REGISTRY[key], version, False), label="body")
+        corr = data.draw(st.integers(1, (1 << 31) - 1), label="correlation id")
+        frame = codec.encode_request(key, version, corr, CLIENT_ID, body)
+        kind, want, payload = mutate(data, key, version, frame, advertised)
+        out.append(
+            (f"{ApiKey(key).name} v{version} {kind}", want, payload, False, kind == "overlong")
+        )
+
+    draw()
+    return out
+
+
+def test_every_advertised_api_and_version_answers_or_closes_on_mutated_frames(
+    broker, bootstrap: str, new_topic
+) -> None:
+    seed = int(os.environ.get("ODRADEK_FUZZ_SEED") or random.SystemRandom().randrange(1 << 32))
+    print(f"fuzz seed {seed} (rerun with ODRADEK_FUZZ_SEED={seed})")
+    advertised = advertised_versions(broker.host, broker.port)
+    pairs = fuzzable(advertised)
+    assert len(pairs) > 100, f"only {len(pairs)} API versions advertised"
+    plan = [
+        frame
+        for key, version in pairs
+        for frame in frames_for(
+            key, version, advertised, FRAMES_PER_VERSION, seed + 1000 * key + version
+        )
+    ]
+    random.Random(seed).shuffle(plan)
+    good = GoodClient(bootstrap, new_topic(suffix="-good"))
+    good.start()
+    good.wait_until(lambda: good.acked and good.consumed, "a first produced and consumed record")
+    hello = codec.encode_request(ApiKey.API_VERSIONS, 0, 7, CLIENT_ID, {})
+    hello = struct.pack(">i", len(hello)) + hello
+    tally: dict[tuple[str, str], int] = {}
+    wrong = []
+    for i in range(0, len(plan), BATCH):
+        for conn in run_batch(broker.host, broker.port, plan[i : i + BATCH], hello):
+            kind = conn.category.rsplit(" ", 1)[1]
+            tally[(kind, conn.outcome)] = tally.get((kind, conn.outcome), 0) + 1
+            if not allowed(conn):
+                wrong.append(f"{conn.category} -> {conn.outcome}: {conn.payload[:40].hex()}")
+        if (i // BATCH) % 8 == 7:
+            good.checkpoint()
+        if hasattr(broker, "proc"):
+            assert broker.running, f"the broker died (seed {seed})"
+    for (kind, outcome), n in sorted(tally.items()):
+        print(f"  {kind:24} {outcome:9} {n}")
+    assert not wrong, f"seed {seed}: {len(wrong)} wrong outcomes, e.g. {wrong[:10]}"
+    good.finish()
+    if hasattr(broker, "proc"):
+        log = broker.log_text()
+        assert "Traceback" not in log, "the broker logged an unexpected exception (see its log)"
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_announced_frame_sizes_cost_no_memory_until_the_bytes_arrive(broker_factory) -> None:
+    limit = 64 << 20
+    b = broker_factory(overrides={"socket.request.max.bytes": str(limit)})
+    before = rss_mib(b.proc.pid)
+    # Twenty peers announce frames right at the limit and send one kilobyte each.
+    stalled = [socket.create_connection((b.host, b.port), timeout=30) for _ in range(20)]
+    for sock in stalled:
+        sock.sendall(struct.pack(">i", limit) + b"\0" * 1024)
+    # A 2 GB prefix is over the limit: that connection is closed unread.
+    with socket.create_connection((b.host, b.port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", 0x7FFFFFFF) + b"x" * 64)
+        try:
+            assert sock.recv(16) == b"", "the broker answered a 2 GB frame"
+        except ConnectionResetError:
+            pass
+    # Everyone else is still served, and the stalled peers hold (almost) nothing.
+    assert advertised_versions(b.host, b.port)
+    grown = rss_mib(b.proc.pid) - before
+    for sock in stalled:
+        sock.close()
+    assert grown < limit / (1 << 20) / 2, f"{grown:.0f} MiB held for 20 kB of announced frames"

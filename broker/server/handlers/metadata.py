@@ -10,6 +10,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..network import CloseConnection
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
         wanted = []
         for t in requested:
             name = t.get("name")
+            if name is None and v < 12:
+                # Topic ids replace names from v12 only (Kafka refuses the request as invalid).
+                raise CloseConnection(f"Metadata v{v} with a null topic name")
             if name is None and t.get("topic_id") is not None:
                 name = cache.topic_name(t["topic_id"])
                 wanted.append((name, t["topic_id"]))
