@@ -510,6 +510,37 @@ def test_groups_and_offsets_survive_a_reload(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+def test_a_newer_leader_epoch_keeps_the_live_groups(tmp_path: Path) -> None:
+    """Chaos history partition-leader-zk (seed 2026): the controller bumped the leader epoch of a
+    __consumer_offsets partition that stayed here; the coordinator reloaded it, replaced the
+    live group, and a member assigned a partition next got no committed offset (and started
+    over from offset 0) although commits had been acknowledged."""
+
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        g = group_on(0)
+        a, b = await stable_group(c, g, 2)
+        gen = a.generation_id
+        tp = ("orders", 0)
+        assert await c.commit_offsets(g, a.member_id, None, gen, {tp: OffsetAndMetadata(5)}) == {
+            tp: E.NONE
+        }
+        group = c.manager.get_group(g)
+        h.replicas.become_leader_or_follower(
+            TOPIC, 0, None, PartitionState(leader=1, leader_epoch=1, isr=[1], replicas=[1])
+        )
+        c.on_elected(0, 1)
+        assert c.is_loaded(0)
+        assert await c.commit_offsets(g, b.member_id, None, gen, {tp: OffsetAndMetadata(9)}) == {
+            tp: E.NONE
+        }
+        assert c.manager.get_group(g) is group
+        assert c.fetch_offsets(g, [tp])[1] == {tp: (9, -1, "", E.NONE)}
+        assert c.heartbeat(g, a.member_id, None, gen) == E.NONE
+
+    run(tmp_path, body)
+
+
 def test_delete_groups_and_offsets(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         c = h.coordinator

@@ -239,6 +239,13 @@ class GroupMetadataManager:
         """Become the coordinator of `partition`: load it unless already loaded at `epoch`."""
         if self.owned.get(partition, -1) >= epoch or self.loading.get(partition, -1) >= epoch:
             return
+        if partition in self.owned:
+            # Still the leader, under a newer leader epoch (the controller changed the ISR): the
+            # groups in memory are the current ones. Loading again would replace live groups,
+            # whose members and timers carry on, with what the log held when the load began,
+            # losing the commits made meanwhile (Kafka keeps a cached group over a loaded one).
+            self.owned[partition] = epoch
+            return
         self.owned.pop(partition, None)
         self.loading[partition] = epoch
         old = self._load_tasks.pop(partition, None)
