@@ -223,7 +223,9 @@ def run_one(schedule: Schedule, seed: int, duration: float, out: Path) -> Result
         if wait_for(lambda: recovered(env, history), RECOVERY_TIMEOUT, interval=1.0):
             result.recovery_s = time.monotonic() - healed
         else:
-            raise RuntimeError(f"the cluster did not recover within {RECOVERY_TIMEOUT:.0f}s")
+            # A liveness failure: the run fails, and what the clients saw is still checked.
+            result.error = f"the cluster did not recover within {RECOVERY_TIMEOUT:.0f}s"
+            (out / "error.txt").write_text(result.error + "\n" + env.log_tails())
         ends = _ends(env)
         if not wait_for(lambda: workload.caught_up(ends), CATCH_UP_TIMEOUT, interval=1.0):
             log.warning("consumers did not catch up with %s", ends)
@@ -233,7 +235,8 @@ def run_one(schedule: Schedule, seed: int, duration: float, out: Path) -> Result
         result.take(check(history))
         errors = workload.errors()
         if errors:
-            result.error = "client threads failed: " + "; ".join(errors)
+            failed = "client threads failed: " + "; ".join(errors)
+            result.error = f"{result.error}; {failed}" if result.error else failed
     except Exception as e:  # noqa: BLE001 - the run fails, the suite goes on
         result.error = f"{type(e).__name__}: {e}"
         (out / "error.txt").write_text(traceback.format_exc() + "\n" + env.log_tails())

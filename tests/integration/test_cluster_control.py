@@ -191,6 +191,8 @@ def test_session_expiry_reregisters(cluster_factory, role: str) -> None:
     # The controller treated it as a restarted broker and gave it its replicas again.
     assert all(victim in st[2] for st in summary["topics"][topic].values())
     assert c[victim].running
+    # Re-registering ran to its end (it re-reads the config change notifications last).
+    assert "Task exception was never retrieved" not in c[victim].log_text()
     if role == "controller":
         # It resigned with its session; another broker won a newer controller epoch.
         assert summary["controller"] != victim
