@@ -5,6 +5,8 @@ namespaces (environment.py), one cluster shared by the module.
   ZooKeeper, kept answering OffsetFetch from its memory after the controller had moved its
   __consumer_offsets partition and the group had committed further at the new coordinator, so a
   member restarting then would have gone back hundreds of records.
+- partition-controller-zk (seed 2026): a leader cut off from ZooKeeper kept serving consumer
+  fetches after its successor was elected, and librdkafka delivered one record from both.
 """
 
 from __future__ import annotations
@@ -118,6 +120,16 @@ def test_a_coordinator_cut_off_from_zookeeper_stops_serving_its_groups(env: Chao
         assert committed_at(env, old, group) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
         resp = call(env, old, ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, 3)
         assert resp["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # Nor does it serve consumers as a leader.
+        fetch = {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [{"topic": "__consumer_offsets", "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+        }  # fmt: skip
+        resp = call(env, old, ApiKey.FETCH, fetch, 4)
+        part = resp["responses"][0]["partitions"][0]
+        assert part["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         env.network.heal()
     # Back in the cluster it follows the new leader: never the old offset again.

@@ -264,6 +264,10 @@ def _read_all(
         try:
             if replica_id >= 0:
                 partition = _follower_partition(ctx, w, replica_id)
+            elif ctx.broker.zk_fenced:
+                # A leader cut off from ZooKeeper may already be replaced: consumers go to the
+                # new one (a zombie serving too made librdkafka deliver a record twice).
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             else:
                 partition = rm.leader_partition(
                     w.topic,
