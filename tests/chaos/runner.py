@@ -277,7 +277,7 @@ def table(results: list[Result]) -> str:
     for r in results:
         other = ", ".join(f"{k} {v}" for k, v in sorted(r.other.items()) if v) or "0"
         crashes = ", ".join(f"b{b} ({code})" for b, code in sorted(r.crashes.items())) or "-"
-        faults = "; ".join(r.faults) if r.faults else "-"
+        faults = "; ".join(r.faults).replace("|", "\\|") if r.faults else "-"
         recovery = f"{r.recovery_s:.1f}" if r.recovery_s is not None else "-"
         verdict = "ok" if r.ok else ("ERROR: " + r.error if r.error else "FAIL")
         rows.append(
