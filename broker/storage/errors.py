@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from ..protocol.errors import ErrorCode, KafkaError
+from .partition_dir import DELETE_DIR_SUFFIX
 
 
 class OffsetOutOfRange(KafkaError):
@@ -44,3 +49,24 @@ class LogDirInUse(LogDirError):
 
 class InconsistentMetaProperties(RuntimeError):
     """meta.properties of a log dir names another broker id or cluster id."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def guard_io(method: _F) -> _F:
+    """An OSError from the log's files becomes KAFKA_STORAGE_ERROR for the caller, and the
+    log's `on_io_error` hook (the log manager, which takes the dir offline) hears of it."""
+
+    @functools.wraps(method)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            # A log already closed or renamed for deletion says nothing about its disk.
+            doomed = self._closed or self.dir.name.endswith(DELETE_DIR_SUFFIX)
+            if self.on_io_error is not None and not doomed:
+                self.on_io_error(exc)
+            raise KafkaStorageError(f"I/O error on {self.dir.name}: {exc}") from exc
+
+    return guarded  # type: ignore[return-value]

@@ -11,34 +11,33 @@ The log is not thread-safe: the broker drives it from its event loop.
 from __future__ import annotations
 
 import bisect
-import functools
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple
 
 from ..records import batch as rb
 from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
 from .checkpoint import fsync_dir as _fsync_dir
 from .crash_points import crash_point
 from .errors import (
-    CorruptIndex,
-    KafkaStorageError,
     OffsetOutOfRange,
     RecordListTooLarge,
     UnexpectedAppendOffset,
+    guard_io,
 )
 from .file_slice import FileSlice
 from .leader_epoch import LeaderEpochCache
 from .log_config import LogConfig
+from .log_loading import load_segments
+from .log_retention import LogRetention
+from .partition_dir import parse_topic_partition, strip_dir_suffix
 from .segment import (
     CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -57,70 +56,9 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
-_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _guard_io(method: _F) -> _F:
-    """An OSError from the log's files becomes KAFKA_STORAGE_ERROR for the caller, and the
-    log's `on_io_error` hook (the log manager, which takes the dir offline) hears of it."""
-
-    @functools.wraps(method)
-    def guarded(self: Log, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            # A log already closed or renamed for deletion says nothing about its disk.
-            doomed = self._closed or self.dir.name.endswith(DELETE_DIR_SUFFIX)
-            if self.on_io_error is not None and not doomed:
-                self.on_io_error(exc)
-            raise KafkaStorageError(f"I/O error on {self.dir.name}: {exc}") from exc
-
-    return guarded  # type: ignore[return-value]
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _next_offset_of_file(path: Path, base: int) -> int:
-    """One past the last offset of the batches in a segment file (`base` when it has none)."""
-    next_offset = base
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        pos = 0
-        while pos + rb.HEADER_SIZE <= size:
-            header = rb.parse_header(os.pread(fd, rb.HEADER_SIZE, pos))
-            next_offset = header.last_offset + 1
-            pos += header.size
-    finally:
-        os.close(fd)
-    return next_offset
-
-
-# Kafka's partition directories `<topic>-<p>.<uuid>-delete` (awaiting deletion) and
-# `<topic>-<p>.<uuid>-future` (a replica being moved into another log dir).
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-
-
-def strip_dir_suffix(name: str) -> str:
-    """`<topic>-<p>` from a moving or deleted log's `<topic>-<p>.<uuid>-future|-delete`."""
-    if name.endswith((FUTURE_DIR_SUFFIX, DELETE_DIR_SUFFIX)) and "." in name:
-        return name[: name.rindex(".")]
-    return name
-
-
-def parse_topic_partition(name: str) -> tuple[str, int] | None:
-    """`<topic>-<partition>` -> (topic, partition); None for other names."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
 
 
 class AppendResult(NamedTuple):
@@ -137,7 +75,7 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int = -1
 
 
-class Log:
+class Log(LogRetention):
     def __init__(
         self,
         directory: str | Path,
@@ -185,61 +123,19 @@ class Log:
     # -- loading -------------------------------------------------------------------------------
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        now = self.clock()
-        self._complete_swaps()
-        bases: set[int] = set()
-        index_files: list[tuple[int, Path]] = []
-        for entry in os.scandir(self.dir):
-            name = entry.name
-            if name.endswith(_TEMP_SUFFIXES):
-                os.unlink(entry.path)
-                continue
-            match = _SEGMENT_FILE.match(name)
-            if match is None:
-                continue
-            if match.group(2) == LOG_SUFFIX:
-                bases.add(int(match.group(1)))
-            else:
-                index_files.append((int(match.group(1)), Path(entry.path)))
-        for base, path in index_files:
-            if base not in bases:
-                logger.warning("%s: deleting orphaned index file %s", self.dir, path.name)
-                path.unlink()
-
-        ordered = sorted(bases)
-        recovered: dict[int, int] = {}
-        for i, base in enumerate(ordered):
-            seg = LogSegment(self.dir, base, self.config, now_ms=now)
-            next_base = ordered[i + 1] if i + 1 < len(ordered) else None
-            try:
-                seg.sanity_check(next_base)
-            except CorruptIndex as exc:
-                logger.warning("%s: %s; rebuilding the indexes of %d", self.dir, exc, base)
-                recovered[base] = seg.recover(self.config)
-            self._segments.append(seg)
+        loaded = load_segments(
+            self.dir,
+            self.config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean=clean,
+            now=self.clock(),
+        )
+        self._segments = loaded.segments
         self._bases = [s.base_offset for s in self._segments]
-
-        if not clean:
-            self._recover_after(recovery_point, recovered)
-        if recovered:
-            self.recovered_from = min(recovered)
-
-        if not self._segments:
-            self._add_segment(LogSegment(self.dir, log_start_offset, self.config, now_ms=now))
-        active = self._segments[-1]
-        self._leo = active.read_next_offset()
-        if active.base_offset not in recovered:
-            try:
-                self._check_active(active)
-            except CorruptIndex as exc:
-                logger.warning(
-                    "%s: %s; rebuilding the indexes of %d", self.dir, exc, active.base_offset
-                )
-                active.recover(self.config)
-                self._leo = active.read_next_offset()
-                base = active.base_offset
-                self.recovered_from = min(self.recovered_from, base) if recovered else base
-        active.make_active(self.config)
+        self._dir_dirty = loaded.created
+        self._leo = loaded.next_offset
+        self.recovered_from = loaded.recovered_from
 
         self._log_start = max(log_start_offset, self._segments[0].base_offset)
         self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
@@ -252,66 +148,7 @@ class Log:
             # Recovery cut the log below a start offset DeleteRecords had already moved past.
             self.truncate_fully_and_start_at(self._log_start)
 
-    def _complete_swaps(self) -> None:
-        """Finish a cleaner swap a crash interrupted, as Kafka's loader does. A `.log.swap`
-        file is a complete, fsynced cleaned segment (renaming it was the commit), so the
-        segments whose base offsets fall in its offset range go and it takes its own name;
-        index `.swap` files without their log are from a swap that never committed."""
-        names = os.listdir(self.dir)
-        swaps = [n for n in names if n.endswith(SWAP_SUFFIX)]
-        if not swaps:
-            return
-        ranges = []
-        for name in swaps:
-            match = _SEGMENT_FILE.match(name[: -len(SWAP_SUFFIX)])
-            if match is not None and match.group(2) == LOG_SUFFIX:
-                base = int(match.group(1))
-                end = _next_offset_of_file(self.dir / name, base)
-                ranges.append((base, max(end, base + 1)))
-        committed = {base for base, _ in ranges}
-        for name in names:
-            match = _SEGMENT_FILE.match(name)
-            if match is not None and any(lo <= int(match.group(1)) < hi for lo, hi in ranges):
-                logger.info("%s: deleting %s, replaced by a cleaned segment", self.dir, name)
-                os.unlink(self.dir / name)
-        for name in swaps:
-            final = name[: -len(SWAP_SUFFIX)]
-            match = _SEGMENT_FILE.match(final)
-            if match is None or int(match.group(1)) not in committed:
-                logger.info("%s: deleting %s from a swap that never committed", self.dir, name)
-                os.unlink(self.dir / name)
-                continue
-            logger.info("%s: completing the interrupted swap of %s", self.dir, final)
-            os.replace(self.dir / name, self.dir / final)
-        _fsync_dir(self.dir)
-
-    def _check_active(self, seg: LogSegment) -> None:
-        """The last segment's indexes must not point at offsets past the end of the log."""
-        if seg.offset_index.entries and seg.offset_index.last_entry()[0] >= self._leo:
-            raise CorruptIndex(f"{seg.offset_index.path}: entry past the log end offset")
-        if seg.time_index.entries and seg.time_index.last_entry()[1] >= self._leo:
-            raise CorruptIndex(f"{seg.time_index.path}: entry past the log end offset")
-
-    def _recover_after(self, recovery_point: int, recovered: dict[int, int]) -> None:
-        """CRC-check segments from the one holding the recovery point; cut at the first bad batch
-        and drop every later segment. `recovered` maps segments already rebuilt to the bytes
-        they lost, and gains the ones recovered here."""
-        start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        for i in range(start, len(self._segments)):
-            seg = self._segments[i]
-            if seg.base_offset not in recovered:
-                recovered[seg.base_offset] = seg.recover(self.config)
-            if recovered[seg.base_offset]:
-                for later in self._segments[i + 1 :]:
-                    logger.warning(
-                        "%s: deleting segment %d after a truncation", self.dir, later.base_offset
-                    )
-                    later.delete_files()
-                del self._segments[i + 1 :]
-                break
-        self._bases = [s.base_offset for s in self._segments]
-
-    @_guard_io
+    @guard_io
     def replace_segments(self, base: int, old_bases: Sequence[int], generation: int) -> bool:
         """Put the cleaner's `<base>.*.cleaned` segment in place of the segments at
         `old_bases`; False (nothing changed) when those are no longer the log's, unchanged.
@@ -418,7 +255,7 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------
 
-    @_guard_io
+    @guard_io
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -489,7 +326,7 @@ class Log:
             self.flush()
         return AppendResult(first_offset, next_offset - 1, max_ts, self._log_start, offset_of_max)
 
-    @_guard_io
+    @guard_io
     def _append_in_chunks(self, buf: bytearray | memoryview) -> AppendResult:
         """A follower's fetch may exceed segment.bytes: append it in segment-sized runs."""
         view = memoryview(buf)
@@ -523,7 +360,7 @@ class Log:
             segment = self.roll(first_offset)
         return segment
 
-    @_guard_io
+    @guard_io
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or the given later offset)."""
         new_base = max(expected_next_offset or 0, self._leo)
@@ -551,7 +388,7 @@ class Log:
 
     # -- read ----------------------------------------------------------------------------------
 
-    @_guard_io
+    @guard_io
     def read(
         self,
         offset: int,
@@ -631,14 +468,14 @@ class Log:
                 break
         return out
 
-    @_guard_io
+    @guard_io
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its ABORT marker (once)."""
         i = bisect.bisect_right(self._bases, txn.last_offset) - 1
         if i >= 0:
             self._segments[i].txn_index.append(txn)
 
-    @_guard_io
+    @guard_io
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose timestamp is >= `timestamp`, or a special one
         (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local)."""
@@ -673,119 +510,9 @@ class Log:
                         return TimestampAndOffset(ts, record.offset, header.partition_leader_epoch)
         return None
 
-    # -- log start, retention ------------------------------------------------------------------
-
-    @_guard_io
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to `offset` (at most the high watermark)
-        and drop the segments wholly below it. Returns the new log start offset."""
-        if offset > self._hw:
-            raise OffsetOutOfRange(
-                f"cannot move the log start offset of {self.dir.name} to {offset}, "
-                f"beyond the high watermark {self._hw}"
-            )
-        self._increment_log_start(offset)
-        self._delete_log_start_breached()
-        return self._log_start
-
-    def _increment_log_start(self, offset: int) -> None:
-        if offset <= self._log_start:
-            return
-        self._log_start = offset
-        self._hw = max(self._hw, offset)
-        self._recovery_point = max(self._recovery_point, offset)
-        self.epoch_cache.truncate_from_start(offset)
-
-    @_guard_io
-    def delete_old_segments(self, now: int | None = None) -> int:
-        """Retention: segments past retention.ms or beyond retention.bytes, and segments below
-        the log start offset. Returns how many were deleted."""
-        now = self.clock() if now is None else now
-        deleted = self._delete_log_start_breached()
-        if self.config.delete:
-            deleted += self._delete_retention_size_breached()
-            deleted += self._delete_retention_ms_breached(now)
-        return deleted
-
-    def _delete_log_start_breached(self) -> int:
-        return self._delete_where(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start
-        )
-
-    def _delete_retention_ms_breached(self, now: int) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
-            return 0
-        return self._delete_where(lambda seg, nxt: now - seg.largest_timestamp > retention)
-
-    def _delete_retention_size_breached(self) -> int:
-        retention = self.config.retention_bytes
-        size = self.size
-        if retention < 0 or size < retention:
-            return 0
-        diff = size - retention
-
-        def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return True
-            return False
-
-        return self._delete_where(over)
-
-    def _delete_where(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        deletable: list[LogSegment] = []
-        segs = self._segments
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if nxt is None and seg.size == 0:
-                break
-            if not (self._hw >= upper and predicate(seg, nxt)):
-                break
-            deletable.append(seg)
-        if not deletable:
-            return 0
-        if len(deletable) == len(self._segments):
-            # A log always keeps one segment: roll so the expired active one can go.
-            self.roll()
-        self._remove_segments(deletable)
-        self._increment_log_start(self._segments[0].base_offset)
-        return len(deletable)
-
-    def _remove_segments(self, doomed: list[LogSegment]) -> None:
-        due = self.clock() + self.config.file_delete_delay_ms
-        ids = {id(s) for s in doomed}
-        self._segments = [s for s in self._segments if id(s) not in ids]
-        self._bases = [s.base_offset for s in self._segments]
-        for seg in doomed:
-            if seg.offset_index.active:
-                seg.on_become_inactive()
-            try:
-                seg.rename_to_deleted()
-            except FileNotFoundError:
-                pass
-            self._pending_deletes.append((due, seg))
-
-    @_guard_io
-    def remove_deleted_segments(self, now: int | None = None, *, force: bool = False) -> int:
-        """Close and unlink the files of segments deleted at least file.delete.delay.ms ago
-        (the delay lets in-flight sendfiles from their fds finish)."""
-        now = self.clock() if now is None else now
-        keep, done = [], 0
-        for due, seg in self._pending_deletes:
-            if force or due <= now:
-                seg.delete_files()
-                done += 1
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
-        return done
-
     # -- truncation (followers) ----------------------------------------------------------------
 
-    @_guard_io
+    @guard_io
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after `offset` (follower divergence). True if anything went."""
         if offset < 0:
@@ -806,7 +533,7 @@ class Log:
         self.epoch_cache.truncate_from_end(self._leo)
         return True
 
-    @_guard_io
+    @guard_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
         self._note_truncation(offset)
@@ -822,7 +549,7 @@ class Log:
 
     # -- flush, close --------------------------------------------------------------------------
 
-    @_guard_io
+    @guard_io
     def flush(self, offset: int | None = None) -> None:
         """fsync the segments holding offsets below `offset` (default: everything) and move
         the recovery point there."""
@@ -840,7 +567,7 @@ class Log:
         if offset is None:
             self.last_flush_ms = self.clock()
 
-    @_guard_io
+    @guard_io
     def maybe_flush(self, now: int | None = None) -> None:
         """Periodic work: flush segments that rolled, and everything once flush.ms has passed."""
         now = self.clock() if now is None else now

@@ -42,33 +42,23 @@ from .checkpoint import (
 )
 from .cleaner_manager import CleanerManager
 from .errors import InconsistentMetaProperties, KafkaStorageError, LogDirError, LogDirInUse
-from .log import (
+from .log import Log, now_ms
+from .log_cleaner import CleanerConfig, LogCleaner, RunOnOwner
+from .log_config import LogConfig
+from .partition_dir import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
-    Log,
-    now_ms,
+    delete_dir_name,
+    future_dir_name,
     parse_topic_partition,
     strip_dir_suffix,
 )
-from .log_cleaner import CleanerConfig, LogCleaner, RunOnOwner
-from .log_config import LogConfig
 
 logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 
 TopicPartition = tuple[str, int]
-
-
-def delete_dir_name(topic: str, partition: int) -> str:
-    """Kafka's name for a partition directory awaiting deletion (at most 255 characters)."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-    return topic[: 255 - len(suffix)] + suffix
-
-
-def future_dir_name(topic: str, partition: int) -> str:
-    """Kafka's name for a replica being moved into a log dir: `<topic>-<p>.<uuid>-future`."""
-    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
 # Directories Odradek itself keeps beside the partitions; never logs, never warned about.
