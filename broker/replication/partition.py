@@ -19,7 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..storage.log import Log
-from .producer_state import AppendOrigin, LogProducerState
+from .log_producer_state import LogProducerState
+from .producer_state import AppendOrigin
 
 UNKNOWN_OFFSET = -1
 
