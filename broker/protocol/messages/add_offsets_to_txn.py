@@ -1,6 +1,7 @@
 """AddOffsetsToTxn (key 25): ties a consumer group's offset commits to a transaction."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=25,
@@ -14,7 +15,7 @@ API = Api(
         F("group_id", "string"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
     ],
 )

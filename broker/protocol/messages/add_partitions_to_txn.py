@@ -5,6 +5,7 @@ v0-3 carry a single transaction in the `v3_and_below_*` fields.
 """
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 _TOPIC = [
     F("name", "string"),
@@ -45,7 +46,7 @@ API = Api(
         F("v3_and_below_topics", _TOPIC, "0-3"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16", "4+"),
         F(
             "results_by_transaction",

@@ -1,6 +1,7 @@
 """AllocateProducerIds (key 67): a broker asks the controller for a block of producer ids."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=67,
@@ -12,7 +13,7 @@ API = Api(
         F("broker_epoch", "int64", default=-1),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
         F("producer_id_start", "int64"),
         F("producer_id_len", "int32"),

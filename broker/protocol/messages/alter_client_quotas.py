@@ -1,6 +1,7 @@
 """AlterClientQuotas (key 49): set or remove quota values per entity."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 # A null entity name addresses the default entity of that type.
 _ENTITY = [
@@ -31,12 +32,11 @@ API = Api(
         F("validate_only", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "entries",
             [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
+                *ERROR,
                 F("entity", _ENTITY),
             ],
         ),

@@ -1,6 +1,7 @@
 """AlterConfigs (key 33): replace the whole config of each resource (non-incremental)."""
 
 from ..schema import Api, F
+from .common import ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=33,
@@ -11,8 +12,7 @@ API = Api(
         F(
             "resources",
             [
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *RESOURCE,
                 F(
                     "configs",
                     [
@@ -25,14 +25,12 @@ API = Api(
         F("validate_only", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "responses",
             [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *ERROR,
+                *RESOURCE,
             ],
         ),
     ],

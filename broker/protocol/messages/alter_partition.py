@@ -1,6 +1,7 @@
 """AlterPartition (key 56): a partition leader asks the controller to change the ISR."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=56,
@@ -39,7 +40,7 @@ API = Api(
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
         F(
             "topics",
@@ -49,8 +50,7 @@ API = Api(
                 F(
                     "partitions",
                     [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
+                        *PARTITION_ERROR,
                         F("leader_id", "int32"),
                         F("leader_epoch", "int32"),
                         F("isr", "[]int32"),

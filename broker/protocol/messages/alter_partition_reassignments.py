@@ -1,6 +1,7 @@
 """AlterPartitionReassignments (key 45): start or cancel (null replicas) partition moves."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=45,
@@ -9,37 +10,19 @@ API = Api(
     flexible="0+",
     request=[
         F("timeout_ms", "int32", default=60000),
-        F(
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("replicas", "[]int32", nullable="0+", default=None),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("replicas", "[]int32", nullable="0+", default=None),
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F(
+        THROTTLE_TIME_MS,
+        *ERROR,
+        topic_partitions(
             "responses",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
-                        F("error_message", "string", nullable="0+"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            *ERROR,
         ),
     ],
 )

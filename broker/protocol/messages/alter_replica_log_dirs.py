@@ -1,6 +1,7 @@
 """AlterReplicaLogDirs (key 34): move replicas between a broker's log directories."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=34,
@@ -23,18 +24,12 @@ API = Api(
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "results",
             [
                 F("topic_name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
-                    ],
-                ),
+                F("partitions", list(PARTITION_ERROR)),
             ],
         ),
     ],

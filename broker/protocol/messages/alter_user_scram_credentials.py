@@ -1,6 +1,7 @@
 """AlterUserScramCredentials (key 51): delete or upsert SCRAM credentials (client salts and hashes)."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=51,
@@ -27,13 +28,12 @@ API = Api(
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "results",
             [
                 F("user", "string"),
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
+                *ERROR,
             ],
         ),
     ],

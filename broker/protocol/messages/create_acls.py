@@ -1,6 +1,7 @@
 """CreateAcls (key 30): add ACL bindings."""
 
 from ..schema import Api, F
+from .common import ACL_ACCESS, ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=30,
@@ -11,25 +12,15 @@ API = Api(
         F(
             "creations",
             [
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *RESOURCE,
                 # Absent before v1, where every binding is a literal name (3).
                 F("resource_pattern_type", "int8", "1+", default=3),
-                F("principal", "string"),
-                F("host", "string"),
-                F("operation", "int8"),
-                F("permission_type", "int8"),
+                *ACL_ACCESS,
             ],
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F(
-            "results",
-            [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
-            ],
-        ),
+        THROTTLE_TIME_MS,
+        F("results", list(ERROR)),
     ],
 )

@@ -1,6 +1,7 @@
 """CreateDelegationToken (key 38): issue a token that can later authenticate via SCRAM."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=38,
@@ -32,6 +33,6 @@ API = Api(
         F("max_timestamp_ms", "int64"),
         F("token_id", "string"),
         F("hmac", "bytes"),
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
     ],
 )

@@ -1,6 +1,7 @@
 """CreatePartitions (key 37): grow the partition count of existing topics."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=37,
@@ -21,7 +22,7 @@ API = Api(
         F("validate_only", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "results",
             [

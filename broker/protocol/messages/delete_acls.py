@@ -1,6 +1,7 @@
 """DeleteAcls (key 31): remove the ACL bindings matching each filter."""
 
 from ..schema import Api, F
+from .common import ACL_ACCESS, ACL_FILTER, ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=31,
@@ -8,38 +9,21 @@ API = Api(
     versions="0-3",
     flexible="2+",
     request=[
-        F(
-            "filters",
-            [
-                F("resource_type_filter", "int8"),
-                F("resource_name_filter", "string", nullable="0+"),
-                F("pattern_type_filter", "int8", "1+", default=3),
-                F("principal_filter", "string", nullable="0+"),
-                F("host_filter", "string", nullable="0+"),
-                F("operation", "int8"),
-                F("permission_type", "int8"),
-            ],
-        ),
+        F("filters", list(ACL_FILTER)),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "filter_results",
             [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
+                *ERROR,
                 F(
                     "matching_acls",
                     [
-                        F("error_code", "int16"),
-                        F("error_message", "string", nullable="0+"),
-                        F("resource_type", "int8"),
-                        F("resource_name", "string"),
+                        *ERROR,
+                        *RESOURCE,
                         F("pattern_type", "int8", "1+", default=3),
-                        F("principal", "string"),
-                        F("host", "string"),
-                        F("operation", "int8"),
-                        F("permission_type", "int8"),
+                        *ACL_ACCESS,
                     ],
                 ),
             ],

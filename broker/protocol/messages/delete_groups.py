@@ -1,6 +1,7 @@
 """DeleteGroups (key 42): remove empty consumer groups and their committed offsets."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=42,
@@ -11,7 +12,7 @@ API = Api(
         F("groups_names", "[]string"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "results",
             [

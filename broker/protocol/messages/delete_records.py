@@ -1,6 +1,7 @@
 """DeleteRecords (key 21): advance partitions' log start offsets (truncate from the head)."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=21,
@@ -8,36 +9,20 @@ API = Api(
     versions="0-2",
     flexible="2+",
     request=[
-        F(
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("offset", "int64"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("offset", "int64"),
         ),
         F("timeout_ms", "int32"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F(
+        THROTTLE_TIME_MS,
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("low_watermark", "int64"),
-                        F("error_code", "int16"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("low_watermark", "int64"),
+            F("error_code", "int16"),
         ),
     ],
 )

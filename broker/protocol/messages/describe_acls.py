@@ -1,41 +1,23 @@
 """DescribeAcls (key 29): list the ACLs matching a filter."""
 
 from ..schema import Api, F
+from .common import ACL_ACCESS, ACL_FILTER, ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=29,
     name="DescribeAcls",
     versions="0-3",
     flexible="2+",
-    request=[
-        F("resource_type_filter", "int8"),
-        F("resource_name_filter", "string", nullable="0+"),
-        # v0 only knows literal names; 3 = MATCH.
-        F("pattern_type_filter", "int8", "1+", default=3),
-        F("principal_filter", "string", nullable="0+"),
-        F("host_filter", "string", nullable="0+"),
-        F("operation", "int8"),
-        F("permission_type", "int8"),
-    ],
+    request=list(ACL_FILTER),
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        THROTTLE_TIME_MS,
+        *ERROR,
         F(
             "resources",
             [
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *RESOURCE,
                 F("pattern_type", "int8", "1+", default=3),
-                F(
-                    "acls",
-                    [
-                        F("principal", "string"),
-                        F("host", "string"),
-                        F("operation", "int8"),
-                        F("permission_type", "int8"),
-                    ],
-                ),
+                F("acls", list(ACL_ACCESS)),
             ],
         ),
     ],

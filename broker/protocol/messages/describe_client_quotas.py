@@ -1,6 +1,7 @@
 """DescribeClientQuotas (key 48): read quota values for user/client-id/ip entities."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 # An entity is a list of (type, name) pairs; a null name is the type's default entity.
 _ENTITY = [
@@ -26,9 +27,8 @@ API = Api(
         F("strict", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        THROTTLE_TIME_MS,
+        *ERROR,
         F(
             "entries",
             [

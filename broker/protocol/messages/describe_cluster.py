@@ -1,6 +1,7 @@
 """DescribeCluster (key 60): cluster id, controller and brokers, as the admin client sees them."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 # Sentinel for "authorized operations not requested".
 _OPS_OMITTED = -(2**31)
@@ -16,7 +17,7 @@ API = Api(
         F("endpoint_type", "int8", "1+", default=1),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
         F("error_message", "string", nullable="0+", default=None),
         F("endpoint_type", "int8", "1+", default=1),

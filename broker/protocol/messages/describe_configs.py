@@ -1,6 +1,7 @@
 """DescribeConfigs (key 32): read broker, topic and other resource configurations."""
 
 from ..schema import Api, F
+from .common import ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=32,
@@ -11,8 +12,7 @@ API = Api(
         F(
             "resources",
             [
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *RESOURCE,
                 # null asks for every key.
                 F("configuration_keys", "[]string", nullable="0+"),
             ],
@@ -21,14 +21,12 @@ API = Api(
         F("include_documentation", "bool", "3+"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "results",
             [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *ERROR,
+                *RESOURCE,
                 F(
                     "configs",
                     [

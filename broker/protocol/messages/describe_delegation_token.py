@@ -1,6 +1,7 @@
 """DescribeDelegationToken (key 41): list tokens, optionally by owner."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=41,
@@ -41,6 +42,6 @@ API = Api(
                 ),
             ],
         ),
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
     ],
 )

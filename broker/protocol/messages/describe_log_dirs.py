@@ -1,6 +1,7 @@
 """DescribeLogDirs (key 35): sizes and lag of replicas per log directory."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=35,
@@ -19,27 +20,19 @@ API = Api(
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16", "3+"),
         F(
             "results",
             [
                 F("error_code", "int16"),
                 F("log_dir", "string"),
-                F(
+                topic_partitions(
                     "topics",
-                    [
-                        F("name", "string"),
-                        F(
-                            "partitions",
-                            [
-                                F("partition_index", "int32"),
-                                F("partition_size", "int64"),
-                                F("offset_lag", "int64"),
-                                F("is_future_key", "bool"),
-                            ],
-                        ),
-                    ],
+                    F("partition_index", "int32"),
+                    F("partition_size", "int64"),
+                    F("offset_lag", "int64"),
+                    F("is_future_key", "bool"),
                 ),
                 # -1 when the volume size is unknown.
                 F("total_bytes", "int64", "4+", default=-1),

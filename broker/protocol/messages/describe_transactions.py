@@ -1,6 +1,7 @@
 """DescribeTransactions (key 65): coordinator-side state of given transactional ids."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=65,
@@ -11,7 +12,7 @@ API = Api(
         F("transactional_ids", "[]string"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "transaction_states",
             [

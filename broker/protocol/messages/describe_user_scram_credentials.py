@@ -1,6 +1,7 @@
 """DescribeUserScramCredentials (key 50): which SCRAM mechanisms each user has (no secrets)."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=50,
@@ -12,15 +13,13 @@ API = Api(
         F("users", [F("name", "string")], nullable="0+"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        THROTTLE_TIME_MS,
+        *ERROR,
         F(
             "results",
             [
                 F("user", "string"),
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
+                *ERROR,
                 F(
                     "credential_infos",
                     [

@@ -1,6 +1,7 @@
 """ElectLeaders (key 43): trigger preferred (0) or unclean (1) leader election."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=43,
@@ -21,7 +22,7 @@ API = Api(
         F("timeout_ms", "int32", default=60000),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16", "1+"),
         F(
             "replica_election_results",
@@ -31,8 +32,7 @@ API = Api(
                     "partition_result",
                     [
                         F("partition_id", "int32"),
-                        F("error_code", "int16"),
-                        F("error_message", "string", nullable="0+"),
+                        *ERROR,
                     ],
                 ),
             ],

@@ -1,6 +1,7 @@
 """EndTxn (key 26): the producer asks its coordinator to commit or abort."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=26,
@@ -14,7 +15,7 @@ API = Api(
         F("committed", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
     ],
 )

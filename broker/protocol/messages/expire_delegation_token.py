@@ -1,6 +1,7 @@
 """ExpireDelegationToken (key 40): shorten a token's life (a negative period expires it now)."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=40,
@@ -14,6 +15,6 @@ API = Api(
     response=[
         F("error_code", "int16"),
         F("expiry_timestamp_ms", "int64"),
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
     ],
 )

@@ -6,6 +6,7 @@ identity moves into a tagged struct.
 """
 
 from ..schema import Api, F, Struct
+from .common import PARTITION_ERROR
 
 API = Api(
     key=1,
@@ -73,8 +74,7 @@ API = Api(
                 F(
                     "partitions",
                     [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
+                        *PARTITION_ERROR,
                         F("high_watermark", "int64"),
                         F("last_stable_offset", "int64", "4+", default=-1),
                         F("log_start_offset", "int64", "5+", default=-1),

@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs (key 44): set/delete/append/subtract individual config entries."""
 
 from ..schema import Api, F
+from .common import ERROR, RESOURCE, THROTTLE_TIME_MS
 
 API = Api(
     key=44,
@@ -11,8 +12,7 @@ API = Api(
         F(
             "resources",
             [
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *RESOURCE,
                 F(
                     "configs",
                     [
@@ -27,14 +27,12 @@ API = Api(
         F("validate_only", "bool"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F(
             "responses",
             [
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
-                F("resource_type", "int8"),
-                F("resource_name", "string"),
+                *ERROR,
+                *RESOURCE,
             ],
         ),
     ],

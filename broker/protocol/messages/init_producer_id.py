@@ -3,6 +3,7 @@ existing one, for idempotent and transactional producers.
 """
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=22,
@@ -16,7 +17,7 @@ API = Api(
         F("producer_epoch", "int16", "3+", default=-1),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
         F("producer_id", "int64", default=-1),
         F("producer_epoch", "int16"),

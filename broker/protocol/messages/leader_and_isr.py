@@ -5,6 +5,7 @@ v5+ add topic ids and a full/incremental request type.
 """
 
 from ..schema import Api, F, Field
+from .common import PARTITION_ERROR
 
 
 def _partition_state() -> list[Field]:
@@ -29,8 +30,7 @@ def _partition_error() -> list[Field]:
     """Fields of one partition's result, shared by the flat (v0-4) and per-topic (v5+) lists."""
     return [
         F("topic_name", "string", "0-4"),
-        F("partition_index", "int32"),
-        F("error_code", "int16"),
+        *PARTITION_ERROR,
     ]
 
 

@@ -1,6 +1,7 @@
 """ListPartitionReassignments (key 46): the partition moves still in progress."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=46,
@@ -21,23 +22,14 @@ API = Api(
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
-        F(
+        THROTTLE_TIME_MS,
+        *ERROR,
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("replicas", "[]int32"),
-                        F("adding_replicas", "[]int32"),
-                        F("removing_replicas", "[]int32"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("replicas", "[]int32"),
+            F("adding_replicas", "[]int32"),
+            F("removing_replicas", "[]int32"),
         ),
     ],
 )

@@ -1,6 +1,7 @@
 """ListTransactions (key 66): transactional ids known to a coordinator, filterable."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=66,
@@ -14,7 +15,7 @@ API = Api(
         F("duration_filter", "int64", "1+", default=-1),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
         F("error_code", "int16"),
         F("unknown_state_filters", "[]string"),
         F(

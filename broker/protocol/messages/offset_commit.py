@@ -1,6 +1,7 @@
 """OffsetCommit (key 8): a consumer group member stores its positions with the coordinator."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, topic_partitions
 
 API = Api(
     key=8,
@@ -14,37 +15,20 @@ API = Api(
         F("member_id", "string", "1+"),
         F("group_instance_id", "string", "7+", nullable="7+", default=None),
         F("retention_time_ms", "int64", "2-4", default=-1),
-        F(
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("committed_offset", "int64"),
-                        F("committed_leader_epoch", "int32", "6+", default=-1),
-                        F("commit_timestamp", "int64", "1", default=-1),
-                        F("committed_metadata", "string", nullable="0+"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", "6+", default=-1),
+            F("commit_timestamp", "int64", "1", default=-1),
+            F("committed_metadata", "string", nullable="0+"),
         ),
     ],
     response=[
         F("throttle_time_ms", "int32", "3+"),
-        F(
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
-                    ],
-                ),
-            ],
+            *PARTITION_ERROR,
         ),
     ],
 )

@@ -1,6 +1,7 @@
 """OffsetDelete (key 47): drop a group's committed offsets for partitions it no longer reads."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=47,
@@ -19,19 +20,10 @@ API = Api(
     ],
     response=[
         F("error_code", "int16"),
-        F("throttle_time_ms", "int32"),
-        F(
+        THROTTLE_TIME_MS,
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
-                    ],
-                ),
-            ],
+            *PARTITION_ERROR,
         ),
     ],
 )

@@ -1,6 +1,7 @@
 """RenewDelegationToken (key 39): push a token's expiry forward."""
 
 from ..schema import Api, F
+from .common import THROTTLE_TIME_MS
 
 API = Api(
     key=39,
@@ -14,6 +15,6 @@ API = Api(
     response=[
         F("error_code", "int16"),
         F("expiry_timestamp_ms", "int64"),
-        F("throttle_time_ms", "int32"),
+        THROTTLE_TIME_MS,
     ],
 )

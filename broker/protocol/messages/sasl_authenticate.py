@@ -1,6 +1,7 @@
 """SaslAuthenticate (key 36): carries SASL tokens once SaslHandshake v1 picked a mechanism."""
 
 from ..schema import Api, F
+from .common import ERROR
 
 API = Api(
     key=36,
@@ -11,8 +12,7 @@ API = Api(
         F("auth_bytes", "bytes"),
     ],
     response=[
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        *ERROR,
         F("auth_bytes", "bytes"),
         # 0 means the session does not expire.
         F("session_lifetime_ms", "int64", "1+"),

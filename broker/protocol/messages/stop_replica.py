@@ -5,6 +5,7 @@ epoch and delete flag per partition (v3+).
 """
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR
 
 API = Api(
     key=5,
@@ -56,8 +57,7 @@ API = Api(
             "partition_errors",
             [
                 F("topic_name", "string"),
-                F("partition_index", "int32"),
-                F("error_code", "int16"),
+                *PARTITION_ERROR,
             ],
         ),
     ],

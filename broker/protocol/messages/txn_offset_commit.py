@@ -1,6 +1,7 @@
 """TxnOffsetCommit (key 28): offsets committed as part of a transaction, visible on commit."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, THROTTLE_TIME_MS, topic_partitions
 
 API = Api(
     key=28,
@@ -15,36 +16,19 @@ API = Api(
         F("generation_id", "int32", "3+", default=-1),
         F("member_id", "string", "3+"),
         F("group_instance_id", "string", "3+", nullable="3+", default=None),
-        F(
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("committed_offset", "int64"),
-                        F("committed_leader_epoch", "int32", "2+", default=-1),
-                        F("committed_metadata", "string", nullable="0+"),
-                    ],
-                ),
-            ],
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", "2+", default=-1),
+            F("committed_metadata", "string", nullable="0+"),
         ),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F(
+        THROTTLE_TIME_MS,
+        topic_partitions(
             "topics",
-            [
-                F("name", "string"),
-                F(
-                    "partitions",
-                    [
-                        F("partition_index", "int32"),
-                        F("error_code", "int16"),
-                    ],
-                ),
-            ],
+            *PARTITION_ERROR,
         ),
     ],
 )

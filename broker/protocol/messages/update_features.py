@@ -1,6 +1,7 @@
 """UpdateFeatures (key 57): change finalized feature levels (e.g. metadata.version)."""
 
 from ..schema import Api, F
+from .common import ERROR, THROTTLE_TIME_MS
 
 API = Api(
     key=57,
@@ -22,15 +23,13 @@ API = Api(
         F("validate_only", "bool", "1+"),
     ],
     response=[
-        F("throttle_time_ms", "int32"),
-        F("error_code", "int16"),
-        F("error_message", "string", nullable="0+"),
+        THROTTLE_TIME_MS,
+        *ERROR,
         F(
             "results",
             [
                 F("feature", "string"),
-                F("error_code", "int16"),
-                F("error_message", "string", nullable="0+"),
+                *ERROR,
             ],
         ),
     ],

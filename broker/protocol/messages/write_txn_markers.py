@@ -1,6 +1,7 @@
 """WriteTxnMarkers (key 27): coordinator-to-leader request to append commit/abort markers."""
 
 from ..schema import Api, F
+from .common import PARTITION_ERROR, topic_partitions
 
 API = Api(
     key=27,
@@ -31,18 +32,9 @@ API = Api(
             "markers",
             [
                 F("producer_id", "int64"),
-                F(
+                topic_partitions(
                     "topics",
-                    [
-                        F("name", "string"),
-                        F(
-                            "partitions",
-                            [
-                                F("partition_index", "int32"),
-                                F("error_code", "int16"),
-                            ],
-                        ),
-                    ],
+                    *PARTITION_ERROR,
                 ),
             ],
         ),
