@@ -1,7 +1,7 @@
 """AddOffsetsToTxn (key 25): ties a consumer group's offset commits to a transaction."""
 
 from ..schema import Api, F
-from .common import THROTTLE_TIME_MS
+from .common import THROTTLE_TIME_MS, TXN_PRODUCER
 
 API = Api(
     key=25,
@@ -9,9 +9,7 @@ API = Api(
     versions="0-4",
     flexible="3+",
     request=[
-        F("transactional_id", "string"),
-        F("producer_id", "int64"),
-        F("producer_epoch", "int16"),
+        *TXN_PRODUCER,
         F("group_id", "string"),
     ],
     response=[

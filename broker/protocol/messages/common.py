@@ -17,6 +17,21 @@ ERROR = (F("error_code", "int16"), F("error_message", "string", nullable="0+"))
 # A partition's result where only an error code is reported.
 PARTITION_ERROR = (F("partition_index", "int32"), F("error_code", "int16"))
 
+# The transactional producer a transaction request speaks for (AddOffsetsToTxn, EndTxn).
+TXN_PRODUCER = (
+    F("transactional_id", "string"),
+    F("producer_id", "int64"),
+    F("producer_epoch", "int16"),
+)
+
+# A classic group member's identity in the group requests after JoinGroup.
+GROUP_MEMBER = (
+    F("group_id", "string"),
+    F("generation_id", "int32"),
+    F("member_id", "string"),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+)
+
 # A config resource (topic 2, broker 4, ...) as AlterConfigs-style APIs name it.
 RESOURCE = (F("resource_type", "int8"), F("resource_name", "string"))
 

@@ -1,6 +1,7 @@
 """SyncGroup (key 14): second rebalance phase; the leader hands out assignments."""
 
 from ..schema import Api, F
+from .common import GROUP_MEMBER
 
 API = Api(
     key=14,
@@ -8,10 +9,7 @@ API = Api(
     versions="0-5",
     flexible="4+",
     request=[
-        F("group_id", "string"),
-        F("generation_id", "int32"),
-        F("member_id", "string"),
-        F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        *GROUP_MEMBER,
         F("protocol_type", "string", "5+", nullable="5+", default=None),
         F("protocol_name", "string", "5+", nullable="5+", default=None),
         F(
