@@ -165,16 +165,18 @@ class _Compiler:
             self.emit(ind, f"if {target} > L - pos:")
             self.emit(ind + 1, f"raise _PE({what!r} + ': count %d too large' % {target})")
 
+    def null_branch(self, ind: int, n: str, target: str) -> int:
+        """`target = None` when the length `n` read says null; returns the indent of the rest."""
+        self.emit(ind, f"if {n} < 0:")
+        self.emit(ind + 1, f"{target} = None")
+        self.emit(ind, "else:")
+        return ind + 1
+
     def read_blob(self, ind: int, target: str, kind: str, nullable: bool, what: str) -> None:
         """string -> str, bytes -> bytes, records -> memoryview."""
         n = self.var("n")
         self.read_length(ind, n, "string" if kind == "string" else "bytes", nullable, what)
-        inner = ind
-        if nullable:
-            self.emit(ind, f"if {n} < 0:")
-            self.emit(ind + 1, f"{target} = None")
-            self.emit(ind, "else:")
-            inner = ind + 1
+        inner = self.null_branch(ind, n, target) if nullable else ind
         e = self.var("e")
         self.emit(inner, f"{e} = pos + {n}")
         self.emit(inner, f"if {e} > L:")
@@ -203,12 +205,7 @@ class _Compiler:
         if f.is_struct_array or f.is_primitive_array:
             n = self.var("n")
             self.read_length(ind, n, "array", nullable, what)
-            inner = ind
-            if nullable:
-                self.emit(ind, f"if {n} < 0:")
-                self.emit(ind + 1, f"{target} = None")
-                self.emit(ind, "else:")
-                inner = ind + 1
+            inner = self.null_branch(ind, n, target) if nullable else ind
             if f.is_primitive_array and f.element_type in _FIXED and f.element_type != "uuid":
                 code = _FIXED[f.element_type]
                 width = struct.calcsize(">" + code)
