@@ -9,7 +9,7 @@ v0-2) are always parsed and up-converted to one v2 batch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 from . import batch as b
 from . import legacy
@@ -154,39 +154,48 @@ def _validate(
     if any(e[2] != magic for e in entries):
         raise InvalidRecordError("record batches with different magic values")
     check_ts = not log_append_time and (before_ms < INT64_MAX or after_ms < INT64_MAX)
-    opts: dict[str, Any] = dict(
-        produce_version=produce_version,
-        now_ms=now_ms,
-        compression_type=compression_type,
-        max_message_bytes=max_message_bytes,
-        before_ms=before_ms,
-        after_ms=after_ms,
-        check_ts=check_ts,
-        require_keys=require_keys,
-        partition_name=partition_name,
-        max_decompressed=max_decompressed,
+    checks = _Checks(
+        produce_version,
+        now_ms,
+        compression_type,
+        max_message_bytes,
+        before_ms,
+        after_ms,
+        check_ts,
+        require_keys,
+        partition_name,
+        max_decompressed,
     )
     if magic == 2:
-        out, positions = _validate_v2(view, entries, **opts)
+        out, positions = _validate_v2(view, entries, checks)
     else:
-        out, positions = _validate_legacy(view, entries, **opts)
+        out, positions = _validate_legacy(view, entries, checks)
     if log_append_time:
         for pos in positions:
             b.stamp_log_append_time(out, pos, now_ms)
     return out
 
 
-def _check_records(
-    records: list[Record] | list[legacy.LegacyMessage],
-    *,
-    now_ms: int,
-    before_ms: int,
-    after_ms: int,
-    check_ts: bool,
-    require_keys: bool,
-    partition_name: str,
-) -> None:
+class _Checks(NamedTuple):
+    """What one produce request's batches are checked against (the v2 and legacy paths)."""
+
+    produce_version: int
+    now_ms: int
+    compression_type: str | int | None
+    max_message_bytes: int
+    before_ms: int
+    after_ms: int
+    check_ts: bool  # timestamps against message.timestamp.{before,after}.max.ms
+    require_keys: bool  # compacted topics
+    partition_name: str
+    max_decompressed: int
+
+
+def _check_records(records: list[Record] | list[legacy.LegacyMessage], checks: _Checks) -> None:
     """Kafka's per-record checks; every failing record is reported, as LogValidator does."""
+    now_ms, before_ms, after_ms = checks.now_ms, checks.before_ms, checks.after_ms
+    check_ts, require_keys = checks.check_ts, checks.require_keys
+    partition_name = checks.partition_name
     errors: list[tuple[int, str | None]] = []
     bad_timestamp = False
     for index, r in enumerate(records):
@@ -228,18 +237,11 @@ def _check_records(
 def _validate_v2(
     view: memoryview,
     entries: list[tuple[int, int, int]],
-    *,
-    produce_version: int,
-    now_ms: int,
-    compression_type: str | int | None,
-    max_message_bytes: int,
-    before_ms: int,
-    after_ms: int,
-    check_ts: bool,
-    require_keys: bool,
-    partition_name: str,
-    max_decompressed: int,
+    checks: _Checks,
 ) -> tuple[bytearray, list[int]]:
+    produce_version, max_message_bytes = checks.produce_version, checks.max_message_bytes
+    compression_type, max_decompressed = checks.compression_type, checks.max_decompressed
+    check_ts, require_keys = checks.check_ts, checks.require_keys
     out = bytearray()
     positions = []
     for pos, size, _ in entries:
@@ -281,15 +283,7 @@ def _validate_v2(
             continue
         body = batch_body(view, header, pos, max_decompressed_bytes=max_decompressed)
         records = decode_records(body, count, 0, header.base_timestamp)
-        _check_records(
-            records,
-            now_ms=now_ms,
-            before_ms=before_ms,
-            after_ms=after_ms,
-            check_ts=check_ts,
-            require_keys=require_keys,
-            partition_name=partition_name,
-        )
+        _check_records(records, checks)
         if target == codec:
             out += view[pos : pos + size]
             continue
@@ -316,18 +310,9 @@ def _validate_v2(
 def _validate_legacy(
     view: memoryview,
     entries: list[tuple[int, int, int]],
-    *,
-    produce_version: int,
-    now_ms: int,
-    compression_type: str | int | None,
-    max_message_bytes: int,
-    before_ms: int,
-    after_ms: int,
-    check_ts: bool,
-    require_keys: bool,
-    partition_name: str,
-    max_decompressed: int,
+    checks: _Checks,
 ) -> tuple[bytearray, list[int]]:
+    max_message_bytes, max_decompressed = checks.max_message_bytes, checks.max_decompressed
     for _, size, _ in entries:
         if size > max_message_bytes:
             raise RecordTooLargeError(
@@ -343,16 +328,8 @@ def _validate_legacy(
         else:
             source = codec_of(m.compression)
             messages.extend(legacy.expand(m, max_decompressed_bytes=max_decompressed))
-    _check_records(
-        messages,
-        now_ms=now_ms,
-        before_ms=before_ms,
-        after_ms=after_ms,
-        check_ts=check_ts,
-        require_keys=require_keys,
-        partition_name=partition_name,
-    )
-    target = target_codec(compression_type, source)
+    _check_records(messages, checks)
+    target = target_codec(checks.compression_type, source)
     converted = build_batch(legacy.to_records(messages), compression=target)
     if len(converted) > max_message_bytes:
         raise RecordTooLargeError(
