@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from ..config import BrokerConfig
@@ -40,7 +40,7 @@ from .controller_reassignment import ReassignmentMixin
 from .controller_requests import _Batch, _BrokerChannel
 from .controller_topics import TopicEventsMixin
 from .kafka_zk import ControllerMovedError, KafkaZk
-from .metadata_store import WatchedEvent, run_blocking
+from .metadata_store import StoreCalls, WatchedEvent
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ class Controller(LeadershipMixin, BrokerEventsMixin, TopicEventsMixin, Reassignm
         self.zk = zk_client
         self.config = config
         self.channel_factory = channel_factory
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="controller-zk")
+        self._io = StoreCalls(executor, "controller-zk")
         self.deletion_retry_seconds = deletion_retry_seconds
         self.active = False
         self.epoch = 0
@@ -106,8 +105,7 @@ class Controller(LeadershipMixin, BrokerEventsMixin, TopicEventsMixin, Reassignm
             finally:
                 self._task = None
         await self._resign()
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
-            self._executor.shutdown(wait=True)
+        self._io.close()
 
     async def wait_idle(self) -> None:
         """Wait until no event is queued and every control request has been delivered."""
@@ -146,9 +144,6 @@ class Controller(LeadershipMixin, BrokerEventsMixin, TopicEventsMixin, Reassignm
 
     def _enqueue(self, name: str, *args: Any) -> None:
         self._queue.put_nowait((name, args))
-
-    async def _io(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return await run_blocking(self._executor, fn, *args)
 
     async def _run(self) -> None:
         while True:

@@ -29,7 +29,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
@@ -328,3 +328,19 @@ async def run_blocking(executor: Executor | None, fn: Callable[..., _T], *args: 
     """Run a blocking store call from asyncio. A single-thread executor keeps calls ordered."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(executor, lambda: fn(*args))
+
+
+class StoreCalls:
+    """`await calls(fn, *args)` runs a blocking store call off the event loop, in order: on the
+    given executor, or on a single thread of its own that `close` shuts down."""
+
+    def __init__(self, executor: Executor | None, thread_name: str) -> None:
+        self._owned = executor is None
+        self.executor: Executor = executor or ThreadPoolExecutor(1, thread_name_prefix=thread_name)
+
+    async def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await run_blocking(self.executor, fn, *args)
+
+    def close(self) -> None:
+        if self._owned:
+            self.executor.shutdown(wait=True)

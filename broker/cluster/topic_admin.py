@@ -13,10 +13,9 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from ..config import (
     TOPIC_CONFIGS,
@@ -32,7 +31,7 @@ from ..config import (
 from ..protocol.errors import ErrorCode, KafkaError
 from . import zk_data as zk
 from .kafka_zk import KafkaZk
-from .metadata_store import NodeExistsError, run_blocking
+from .metadata_store import NodeExistsError, StoreCalls
 from .replica_placement import assign_replicas, check_assignment
 from .topic_names import (
     CLUSTER_METADATA_TOPIC,
@@ -113,12 +112,8 @@ class TopicAdmin:
     ) -> None:
         self.zk = zk_client
         self.config = config
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="topic-admin")
+        self._io = StoreCalls(executor, "topic-admin")
         self._rng = rng or random.Random()
-
-    async def _io(self, fn: Any, *args: Any) -> Any:
-        return await run_blocking(self._executor, fn, *args)
 
     def _broker_racks(self) -> dict[int, str | None]:
         """Every registered broker and its `broker.rack` (None when unset)."""
@@ -537,8 +532,7 @@ class TopicAdmin:
         )
 
     def close(self) -> None:
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
-            self._executor.shutdown(wait=True)
+        self._io.close()
 
 
 __all__ = [
