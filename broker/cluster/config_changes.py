@@ -69,10 +69,6 @@ class ConfigChangeListener:
         await self._reload_broker_configs()
         await self.notifications.start()
 
-    def on_new_session(self) -> None:
-        """After a ZooKeeper session expiry: read the notifications made meanwhile, watch again."""
-        self.notifications._on_watch(None)  # type: ignore[arg-type]
-
     async def stop(self) -> None:
         await self.notifications.stop()
         self._io.close()

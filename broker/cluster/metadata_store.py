@@ -222,6 +222,16 @@ class MetadataStore(ABC):
     def close(self) -> None:
         """End the session: its ephemeral nodes are deleted and its watches dropped."""
 
+    def add_session_listener(
+        self,
+        on_session_expired: Callable[[int], None] | None = None,
+        on_new_session: Callable[[int], None] | None = None,
+    ) -> None:
+        """Be told when the session expires (`on_session_expired(old id)`) and when its
+        replacement is connected (`on_new_session(new id)`): the old session's watches are then
+        gone. A backend whose sessions never expire never calls them."""
+        return  # the embedded store: its sessions end only when closed
+
     # -- helpers shared by all backends
 
     def ensure_path(self, path: str) -> None:
