@@ -220,9 +220,9 @@ class ZkStore(MetadataStore):
         self._new_session_listeners: list[Callable[[int], None]] = []
         self.add_session_listener(on_session_expired, on_new_session)
         self._lost_watches: list[_Watch] = []
-        self._callbacks = CallbackThread(f"zk-store:{connect}")
         if self.chroot is not None:
             self._create_chroot(hosts, self.chroot, timeout_s)
+        self._callbacks = CallbackThread(f"zk-store:{connect}")
         self._client = self._new_client(hosts + (self.chroot or ""))
         self._client.add_listener(self._on_state)
         try:
