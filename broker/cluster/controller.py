@@ -5,15 +5,15 @@ bumped in the same transaction) is active. As in Kafka, all work happens on one 
 metadata-store watches (which fire on the store's thread) only enqueue events, and one asyncio
 task handles them in order. Every controller write is fenced by the /controller_epoch version.
 
-Handled here: election and failover, broker arrival/departure (/brokers/ids), topic creation and
-partition addition (/brokers/topics and each topic's node), topic deletion (/admin/delete_topics),
-and ISR changes that partition leaders wrote to the state znodes themselves and announced under
-/isr_change_notification, preferred-leader election (ElectLeaders and the
-auto.leader.rebalance.enable timer) and partition reassignment as in KIP-455
-(AlterPartitionReassignments and the legacy /admin/reassign_partitions znode: RS = TRS + ORS with
-adding/removing in the topic znode until every target replica is in the ISR). Brokers are told
-about the results through `BrokerControl` (LeaderAndIsr, UpdateMetadata, StopReplica), batched per
-event and sent in order per broker by one sender task each.
+This module holds the event queue, election and failover. The handlers live beside it, one
+module per concern, as mixins of `Controller`: controller_brokers (arrival/departure/bounce on
+/brokers/ids, ISR changes announced under /isr_change_notification, failed log dirs),
+controller_topics (topic creation, partition addition, deletion), controller_leadership (the
+partition state machine: offline, controlled-shutdown, preferred and unclean elections, the
+auto.leader.rebalance.enable timer) and controller_reassignment (KIP-455 and the legacy
+/admin/reassign_partitions znode). Brokers are told about the results through `BrokerControl`
+(LeaderAndIsr, UpdateMetadata, StopReplica), batched per event and sent in order per broker by one
+sender task each (controller_requests).
 """
 
 from __future__ import annotations
