@@ -4,7 +4,8 @@ A writer updates the real node (a config, an ACL, a token), then creates a seque
 `<prefix>NNNNNNNNNN` under a notification root naming what changed. Every broker watches the
 root, hands each child newer than the last one it handled to its handler (the notification is
 only a trigger: handlers re-read the real node) and deletes children older than the expiry
-(Kafka's ZkNodeChangeNotificationListener, 15 minutes by default).
+(Kafka's ZkNodeChangeNotificationListener, 15 minutes by default). After a ZooKeeper session
+expiry, which drops the watch, the listener reads the root again and watches anew.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class ChangeNotificationListener:
     async def start(self) -> None:
         """Handle the pending notifications, then follow new ones."""
         self._loop = asyncio.get_running_loop()
+        self.zk.store.add_session_listener(on_new_session=self._on_new_session)
         await self.process()
         self._task = asyncio.create_task(self._run(), name=f"{self.what}-listener")
 
@@ -86,7 +88,14 @@ class ChangeNotificationListener:
                 pass
             self._task = None
 
+    def _on_new_session(self, _session_id: int) -> None:
+        self._wake_up()
+
     def _on_watch(self, _event: WatchedEvent) -> None:
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        """Any thread: have the loop task process the notifications."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:

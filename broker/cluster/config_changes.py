@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Executor
 
 from ..config import BrokerConfig
 from . import zk_data as zk
 from .change_notifications import NOTIFICATION_EXPIRY_MS, ChangeNotificationListener
 from .kafka_zk import KafkaZk
-from .metadata_store import run_blocking
+from .metadata_store import StoreCalls
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +49,14 @@ class ConfigChangeListener:
         self.on_topic_config = on_topic_config
         self.on_broker_config = on_broker_config
         self.on_entity_config = on_entity_config
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="config-changes")
+        self._io = StoreCalls(executor, "config-changes")
         self.notifications = ChangeNotificationListener(
             zk_client,
             zk.CONFIG_CHANGES,
             zk.CONFIG_CHANGE_PREFIX,
             self._on_notification,
             what="config change",
-            executor=self._executor,
+            executor=self._io.executor,
             expiry_ms=expiry_ms,
         )
 
@@ -66,22 +64,14 @@ class ConfigChangeListener:
     def last_sequence(self) -> int:
         return self.notifications.last_sequence
 
-    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_blocking(self._executor, fn, *args)
-
     async def start(self) -> None:
         """Load this broker's dynamic configs, process existing notifications, then watch."""
         await self._reload_broker_configs()
         await self.notifications.start()
 
-    def on_new_session(self) -> None:
-        """After a ZooKeeper session expiry: read the notifications made meanwhile, watch again."""
-        self.notifications._on_watch(None)  # type: ignore[arg-type]
-
     async def stop(self) -> None:
         await self.notifications.stop()
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
-            self._executor.shutdown(wait=True)
+        self._io.close()
 
     async def _on_notification(self, data: bytes) -> None:
         await self._apply(zk.decode_config_change(data))

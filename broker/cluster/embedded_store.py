@@ -23,10 +23,10 @@ from __future__ import annotations
 import base64
 import copy
 import fcntl
+import functools
 import json
 import logging
 import os
-import queue
 import secrets
 import struct
 import threading
@@ -38,6 +38,7 @@ from typing import Any
 
 from .metadata_store import (
     BadVersionError,
+    CallbackThread,
     CheckOp,
     CreateOp,
     DeleteOp,
@@ -55,6 +56,7 @@ from .metadata_store import (
     StoreClosedError,
     WatchCallback,
     WatchedEvent,
+    deliver_watch,
     join,
     name_of,
     parent_of,
@@ -238,11 +240,7 @@ class _Database:
             os.close(self._lock_fd)
             raise
         self._log = open(os.path.join(directory, TXN_LOG), "ab", buffering=0)  # noqa: SIM115
-        self._events: queue.Queue[tuple[WatchCallback, WatchedEvent] | None] = queue.Queue()
-        self._dispatcher = threading.Thread(
-            target=self._dispatch, name=f"metadata-watches:{directory}", daemon=True
-        )
-        self._dispatcher.start()
+        self._callbacks = CallbackThread(f"metadata-watches:{directory}")
 
     # -- persistence
 
@@ -404,7 +402,7 @@ class _Database:
             if not watchers:
                 continue
             for _session, cb in watchers.values():
-                self._events.put((cb, WatchedEvent(etype, path)))
+                self._callbacks.put(functools.partial(deliver_watch, cb, WatchedEvent(etype, path)))
 
     def drop_watches(self, session: int) -> None:
         for table in (self.data_watches, self.child_watches):
@@ -415,24 +413,9 @@ class _Database:
                 else:
                     del table[path]
 
-    def _dispatch(self) -> None:
-        while True:
-            item = self._events.get()
-            try:
-                if item is None:
-                    return
-                cb, event = item
-                try:
-                    cb(event)
-                except Exception:
-                    log.exception("metadata store watch callback failed for %s", event)
-            finally:
-                self._events.task_done()
-
     def wait_for_watches(self) -> None:
         """Block until every queued watch callback has run."""
-        if threading.current_thread() is not self._dispatcher:
-            self._events.join()
+        self._callbacks.join()
 
     # -- sessions
 
@@ -456,9 +439,7 @@ class _Database:
                 self.end_session(session)
             self.closed = True
             self._log.close()
-        self._events.put(None)
-        if threading.current_thread() is not self._dispatcher:
-            self._dispatcher.join()
+        self._callbacks.stop()
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
 
@@ -490,30 +471,28 @@ class EmbeddedStore(MetadataStore):
             self._db.sessions[sid] = self
         self._closed = False
 
-    @property
-    def session_id(self) -> int:
-        return self._session_id
-
     def new_session(self) -> EmbeddedStore:
         """Another session on the same data (its own ephemerals and watches)."""
         self._check_open()
         return EmbeddedStore(self.directory, _db=self._db)
 
-    def _check_open(self) -> None:
-        if self._closed or self._db.closed:
-            raise StoreClosedError(None, "metadata store session is closed")
-
     # -- reads
+
+    def _existing(self, path: str, kind: str, watch: WatchCallback | None) -> _Node:
+        """Under the lock: the node at `path` (NoNodeError, and no watch, if absent), with a
+        watch of `kind` ("data" or "child") set on it."""
+        self._check_open()
+        node = self._db.nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if watch is not None:
+            self._db.add_watch(kind, path, self._session_id, watch)
+        return node
 
     def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         validate_path(path)
         with self._db.lock:
-            self._check_open()
-            node = self._db.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if watch is not None:
-                self._db.add_watch("data", path, self._session_id, watch)
+            node = self._existing(path, "data", watch)
             return node.data, node.stat()
 
     def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
@@ -528,13 +507,7 @@ class EmbeddedStore(MetadataStore):
     def get_children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
         validate_path(path)
         with self._db.lock:
-            self._check_open()
-            node = self._db.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if watch is not None:
-                self._db.add_watch("child", path, self._session_id, watch)
-            return sorted(node.children)
+            return sorted(self._existing(path, "child", watch).children)
 
     # -- writes
 
@@ -542,16 +515,9 @@ class EmbeddedStore(MetadataStore):
         self._check_open()
         return self._db.run(self._session_id, ops)
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        makepath: bool = False,
+    def _create_node(
+        self, path: str, data: bytes, ephemeral: bool, sequential: bool, makepath: bool
     ) -> str:
-        validate_path(path, allow_root=False)
         if makepath:
             with self._db.lock:
                 missing = []

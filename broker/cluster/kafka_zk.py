@@ -379,10 +379,20 @@ class KafkaZk:
 
     # -- ISR change notifications (leaders that write ISR changes to ZooKeeper themselves)
 
+    def _notifications(self, root: str, prefix: str, watch: WatchCallback | None) -> list[str]:
+        """Names of the pending sequential notifications under `root`, oldest first."""
+        return sorted(n for n in self.children(root, watch) if n.startswith(prefix))
+
+    def _delete_notifications(self, root: str, names: Sequence[str], fence: int | None) -> None:
+        for name in names:
+            try:
+                self._multi([DeleteOp(f"{root}/{name}")], fence)
+            except NoNodeError:
+                pass
+
     def get_isr_change_notifications(self, watch: WatchCallback | None = None) -> list[str]:
         """Names of the pending /isr_change_notification children, oldest first."""
-        names = self.children(zk.ISR_CHANGE_NOTIFICATION, watch)
-        return sorted(n for n in names if n.startswith(zk.ISR_CHANGE_PREFIX))
+        return self._notifications(zk.ISR_CHANGE_NOTIFICATION, zk.ISR_CHANGE_PREFIX, watch)
 
     def get_isr_change_partitions(self, names: Sequence[str]) -> list[tuple[str, int]]:
         """The partitions listed by these notifications (a vanished one lists nothing)."""
@@ -394,11 +404,7 @@ class KafkaZk:
         return out
 
     def delete_isr_change_notifications(self, names: Sequence[str], fence: int | None) -> None:
-        for name in names:
-            try:
-                self._multi([DeleteOp(f"{zk.ISR_CHANGE_NOTIFICATION}/{name}")], fence)
-            except NoNodeError:
-                pass
+        self._delete_notifications(zk.ISR_CHANGE_NOTIFICATION, names, fence)
 
     # -- log dir failures (a broker whose log dir failed asks the controller to look at it)
 
@@ -412,8 +418,7 @@ class KafkaZk:
         )
 
     def get_log_dir_event_notifications(self, watch: WatchCallback | None = None) -> list[str]:
-        names = self.children(zk.LOG_DIR_EVENT_NOTIFICATION, watch)
-        return sorted(n for n in names if n.startswith(zk.LOG_DIR_EVENT_PREFIX))
+        return self._notifications(zk.LOG_DIR_EVENT_NOTIFICATION, zk.LOG_DIR_EVENT_PREFIX, watch)
 
     def get_log_dir_event_brokers(self, names: Sequence[str]) -> list[int]:
         """The brokers of these log dir failure notifications (a vanished one names none)."""
@@ -427,11 +432,7 @@ class KafkaZk:
         return out
 
     def delete_log_dir_event_notifications(self, names: Sequence[str], fence: int | None) -> None:
-        for name in names:
-            try:
-                self._multi([DeleteOp(f"{zk.LOG_DIR_EVENT_NOTIFICATION}/{name}")], fence)
-            except NoNodeError:
-                pass
+        self._delete_notifications(zk.LOG_DIR_EVENT_NOTIFICATION, names, fence)
 
     # -- entity configs
 

@@ -23,13 +23,18 @@ All methods are blocking; async callers run them in an executor (see `run_blocki
 from __future__ import annotations
 
 import asyncio
+import logging
+import queue
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
 
 
 class MetadataStoreError(Exception):
@@ -141,14 +146,27 @@ OpResult = bool | str | Stat
 
 
 class MetadataStore(ABC):
-    """A session on a ZooKeeper-like store. See the module docstring for the semantics."""
+    """A session on a ZooKeeper-like store. See the module docstring for the semantics.
+
+    Backends set `_session_id` (the current session) and keep `closed` up to date."""
+
+    _session_id: int = 0
+
+    @property
+    def session_id(self) -> int:
+        """Id of this session; ephemeral nodes it creates carry it as `ephemeral_owner`.
+        (A ZooKeeper session that expired is replaced: the id then changes.)"""
+        return self._session_id
 
     @property
     @abstractmethod
-    def session_id(self) -> int:
-        """Id of this session; ephemeral nodes it creates carry it as `ephemeral_owner`."""
+    def closed(self) -> bool:
+        """Whether the session is over: every call then raises StoreClosedError."""
 
-    @abstractmethod
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreClosedError(None, "metadata store session is closed")
+
     def create(
         self,
         path: str,
@@ -163,6 +181,14 @@ class MetadataStore(ABC):
         `makepath` creates missing parents as empty persistent nodes.
         Raises NodeExistsError, NoNodeError (no parent), NoChildrenForEphemeralsError.
         """
+        validate_path(path, allow_root=False)
+        return self._create_node(path, bytes(data), ephemeral, sequential, makepath)
+
+    @abstractmethod
+    def _create_node(
+        self, path: str, data: bytes, ephemeral: bool, sequential: bool, makepath: bool
+    ) -> str:
+        """`create` once the path is known valid."""
 
     @abstractmethod
     def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
@@ -196,6 +222,16 @@ class MetadataStore(ABC):
     def close(self) -> None:
         """End the session: its ephemeral nodes are deleted and its watches dropped."""
 
+    def add_session_listener(
+        self,
+        on_session_expired: Callable[[int], None] | None = None,
+        on_new_session: Callable[[int], None] | None = None,
+    ) -> None:
+        """Be told when the session expires (`on_session_expired(old id)`) and when its
+        replacement is connected (`on_new_session(new id)`): the old session's watches are then
+        gone. A backend whose sessions never expire never calls them."""
+        return  # the embedded store: its sessions end only when closed
+
     # -- helpers shared by all backends
 
     def ensure_path(self, path: str) -> None:
@@ -212,6 +248,52 @@ class MetadataStore(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def deliver_watch(callback: WatchCallback, event: WatchedEvent) -> None:
+    """Run a watch callback; its failure is logged and stops nothing else."""
+    try:
+        callback(event)
+    except Exception:
+        log.exception("metadata store watch callback failed for %s %s", event.type.name, event.path)
+
+
+class CallbackThread:
+    """The store's own thread: runs queued callables in order (watch deliveries, session
+    listeners), so they never run on the caller's thread nor while a store lock is held."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, task: Callable[[], None]) -> None:
+        self._queue.put(task)
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                if task is None:
+                    return
+                task()
+            except StoreClosedError:
+                pass
+            except Exception:
+                log.exception("metadata store task failed")
+            finally:
+                self._queue.task_done()
+
+    def join(self) -> None:
+        """Block until every task queued so far has run (a no-op on the thread itself)."""
+        if threading.current_thread() is not self._thread:
+            self._queue.join()
+
+    def stop(self) -> None:
+        """Run what is queued, then end the thread (waiting for it unless called on it)."""
+        self._queue.put(None)
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            self._thread.join()
 
 
 _SEGMENT_RE = re.compile(r"[^/\x00]+")
@@ -256,3 +338,19 @@ async def run_blocking(executor: Executor | None, fn: Callable[..., _T], *args: 
     """Run a blocking store call from asyncio. A single-thread executor keeps calls ordered."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(executor, lambda: fn(*args))
+
+
+class StoreCalls:
+    """`await calls(fn, *args)` runs a blocking store call off the event loop, in order: on the
+    given executor, or on a single thread of its own that `close` shuts down."""
+
+    def __init__(self, executor: Executor | None, thread_name: str) -> None:
+        self._owned = executor is None
+        self.executor: Executor = executor or ThreadPoolExecutor(1, thread_name_prefix=thread_name)
+
+    async def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await run_blocking(self.executor, fn, *args)
+
+    def close(self) -> None:
+        if self._owned:
+            self.executor.shutdown(wait=True)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from ..config import (
     TOPIC_CONFIGS,
@@ -33,19 +31,21 @@ from ..config import (
 from ..protocol.errors import ErrorCode, KafkaError
 from . import zk_data as zk
 from .kafka_zk import KafkaZk
-from .metadata_store import NodeExistsError, run_blocking
+from .metadata_store import NodeExistsError, StoreCalls
+from .replica_placement import assign_replicas, check_assignment
+from .topic_names import (
+    CLUSTER_METADATA_TOPIC,
+    collides,
+    could_exist,
+    has_collision_chars,
+    validate_topic_name,
+)
 
 log = logging.getLogger(__name__)
 
 # Called with the number of partitions a change creates or deletes, right before it is made;
 # raises a KafkaError to refuse it (the server's controller-mutation quota).
 Admit = Callable[[int], None]
-
-MAX_TOPIC_NAME_LENGTH = 249
-# KRaft's metadata log: Kafka refuses to create a regular topic with this name (as an
-# authorization failure, which is what its CreateTopics handler answers).
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class ResourceType(IntEnum):
@@ -83,167 +83,6 @@ class CreatedTopic:
     configs: list[ConfigEntry]
 
 
-# -- names -------------------------------------------------------------------------------------
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's topic name rules; INVALID_TOPIC_EXCEPTION with Kafka's messages."""
-    if not name:
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"
-        )
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-            f"characters, topic name: {name}",
-        )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-            "alphanumerics, '.', '_' and '-'",
-        )
-
-
-def _could_exist(name: str) -> bool:
-    """Whether `name` is a legal topic name (and so a usable znode name) at all."""
-    try:
-        validate_topic_name(name)
-    except KafkaError:
-        return False
-    return True
-
-
-def has_collision_chars(name: str) -> bool:
-    return "." in name or "_" in name
-
-
-def collides(a: str, b: str) -> bool:
-    """'.' and '_' map to the same metric name, so `a.b` and `a_b` cannot coexist."""
-    return a.replace(".", "_") == b.replace(".", "_")
-
-
-# -- replica placement -------------------------------------------------------------------------
-
-
-def rack_alternated(racks: Mapping[int, str]) -> list[int]:
-    """Brokers taken one rack at a time, racks and brokers in sorted order: a rack-aware
-    round-robin over this list places consecutive leaders in different racks."""
-    by_rack: dict[str, list[int]] = {}
-    for broker, rack in racks.items():
-        by_rack.setdefault(rack, []).append(broker)
-    queues = [sorted(by_rack[r]) for r in sorted(by_rack)]
-    out: list[int] = []
-    depth = 0
-    while len(out) < len(racks):
-        out.extend(q[depth] for q in queues if depth < len(q))
-        depth += 1
-    return out
-
-
-def assign_replicas(
-    broker_ids: Sequence[int],
-    num_partitions: int,
-    replication_factor: int,
-    *,
-    racks: Mapping[int, str | None] | None = None,
-    start_index: int = -1,
-    start_partition: int = 0,
-    rng: random.Random | None = None,
-) -> dict[int, tuple[int, ...]]:
-    """Kafka's placement: partition leaders round-robin over the brokers from a (random)
-    start, followers at a shift that grows every full round, so leaders and followers both
-    spread evenly. When the brokers have racks (`broker.rack`), the brokers are ordered rack by
-    rack and a follower is skipped while its rack, or the broker itself, already holds a
-    replica and another rack, or broker, holds none (Kafka's rack-aware assignment)."""
-    if num_partitions <= 0:
-        raise KafkaError(
-            ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-        )
-    if replication_factor <= 0:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-        )
-    if replication_factor > len(broker_ids):
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor: {replication_factor} larger than available brokers: "
-            f"{len(broker_ids)}.",
-        )
-    rack_of = {b: (racks or {}).get(b) for b in broker_ids}
-    if all(r is None for r in rack_of.values()):
-        brokers = sorted(broker_ids)
-        rack_of = {}
-    elif any(r is None for r in rack_of.values()):
-        # Kafka's AdminOperationException (answered as UNKNOWN_SERVER_ERROR).
-        raise KafkaError(
-            ErrorCode.UNKNOWN_SERVER_ERROR,
-            "Not all brokers have rack information for replica rack aware assignment.",
-        )
-    else:
-        brokers = rack_alternated({b: r for b, r in rack_of.items() if r is not None})
-    n = len(brokers)
-    num_racks = len(set(rack_of.values()))
-    rand = rng or random
-    first_start = start_index if start_index >= 0 else rand.randrange(n)
-    shift = start_index if start_index >= 0 else rand.randrange(n)
-    partition = max(0, start_partition)
-    out: dict[int, tuple[int, ...]] = {}
-    for _ in range(num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + first_start) % n
-        replicas = [brokers[first]]
-        if not rack_of:
-            for j in range(replication_factor - 1):
-                replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
-        else:
-            with_replicas = {brokers[first]}
-            racks_used = {rack_of[brokers[first]]}
-            k = 0
-            while len(replicas) < replication_factor:
-                broker = brokers[(first + 1 + (shift * num_racks + k) % (n - 1)) % n]
-                k += 1
-                rack = rack_of[broker]
-                if (rack not in racks_used or len(racks_used) == num_racks) and (
-                    broker not in with_replicas or len(with_replicas) == n
-                ):
-                    replicas.append(broker)
-                    racks_used.add(rack)
-                    with_replicas.add(broker)
-        out[partition] = tuple(replicas)
-        partition += 1
-    return out
-
-
-def _check_assignment(assignment: Mapping[int, Sequence[int]]) -> None:
-    sizes = {len(r) for r in assignment.values()}
-    if len(sizes) > 1:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "All partitions should have the same number of replicas",
-        )
-    for replicas in assignment.values():
-        if len(set(replicas)) != len(replicas):
-            text = ", ".join(f"{p} -> {list(r)}" for p, r in sorted(assignment.items()))
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate replica assignment found: {{{text}}}",
-            )
-    if sorted(assignment) != list(range(len(assignment))):
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "partitions should be a consecutive 0-based integer sequence",
-        )
-    if sizes == {0}:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-        )
-
-
 def _resource(rtype: ResourceType, name: str) -> str:
     return f"ConfigResource(type={rtype.name}, name='{name}')"
 
@@ -273,12 +112,8 @@ class TopicAdmin:
     ) -> None:
         self.zk = zk_client
         self.config = config
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="topic-admin")
+        self._io = StoreCalls(executor, "topic-admin")
         self._rng = rng or random.Random()
-
-    async def _io(self, fn: Any, *args: Any) -> Any:
-        return await run_blocking(self._executor, fn, *args)
 
     def _broker_racks(self) -> dict[int, str | None]:
         """Every registered broker and its `broker.rack` (None when unset)."""
@@ -357,7 +192,7 @@ class TopicAdmin:
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"Topic '{name}' collides with existing topics: {', '.join(colliding)}",
                 )
-        _check_assignment(assignment)
+        check_assignment(assignment)
         props: dict[str, str] = {k: v for k, v in configs.items() if v is not None}
         try:
             validate_topic_configs(props, self.config)
@@ -394,7 +229,7 @@ class TopicAdmin:
     def _delete_topic(self, name: str, admit: Admit | None) -> None:
         if not self.config.delete_topic_enable:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
-        found = self.zk.get_topic_assignment(name) if _could_exist(name) else None
+        found = self.zk.get_topic_assignment(name) if could_exist(name) else None
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if admit is not None:
@@ -423,7 +258,7 @@ class TopicAdmin:
         validate_only: bool,
         admit: Admit | None,
     ) -> dict[int, tuple[int, ...]]:
-        if not _could_exist(name):
+        if not could_exist(name):
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
             )
@@ -553,7 +388,7 @@ class TopicAdmin:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
                 )
-            if not _could_exist(name):
+            if not could_exist(name):
                 raise KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
                 )
@@ -606,7 +441,7 @@ class TopicAdmin:
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
                 )
-            if not _could_exist(name) or not self.zk.topic_exists(name):
+            if not could_exist(name) or not self.zk.topic_exists(name):
                 raise KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
                 )
@@ -697,8 +532,7 @@ class TopicAdmin:
         )
 
     def close(self) -> None:
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
-            self._executor.shutdown(wait=True)
+        self._io.close()
 
 
 __all__ = [
@@ -707,6 +541,4 @@ __all__ = [
     "CreatedTopic",
     "ResourceType",
     "TopicAdmin",
-    "assign_replicas",
-    "validate_topic_name",
 ]

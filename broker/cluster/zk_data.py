@@ -73,15 +73,15 @@ def topic_path(topic: str) -> str:
 
 
 def topic_partitions_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions"
+    return f"{topic_path(topic)}/partitions"
 
 
 def partition_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+    return f"{topic_partitions_path(topic)}/{partition}"
 
 
 def partition_state_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+    return f"{partition_path(topic, partition)}/state"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -94,7 +94,7 @@ def entity_type_path(entity_type: str) -> str:
 
 def entity_config_path(entity_type: str, entity_name: str) -> str:
     """`entity_name` must already be sanitized (or be `<default>`); see `sanitize`."""
-    return f"{CONFIG}/{entity_type}/{entity_name}"
+    return f"{entity_type_path(entity_type)}/{entity_name}"
 
 
 # -- helpers -----------------------------------------------------------------------------------

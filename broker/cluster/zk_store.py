@@ -23,7 +23,6 @@ the chroot path when it is missing.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from kazoo.retry import KazooRetry
 
 from .metadata_store import (
     BadVersionError,
+    CallbackThread,
     CheckOp,
     CreateOp,
     DeleteOp,
@@ -54,6 +54,7 @@ from .metadata_store import (
     StoreClosedError,
     WatchCallback,
     WatchedEvent,
+    deliver_watch,
     join,
     parent_of,
     validate_path,
@@ -214,20 +215,16 @@ class ZkStore(MetadataStore):
         self._lock = threading.Lock()
         self._closed = False
         self._connected = threading.Event()
-        self._session = 0
+        self._session_id = 0
         self._expired_listeners: list[Callable[[int], None]] = []
         self._new_session_listeners: list[Callable[[int], None]] = []
         self.add_session_listener(on_session_expired, on_new_session)
         self._lost_watches: list[_Watch] = []
-        self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
-        self._worker = threading.Thread(
-            target=self._run_tasks, name=f"zk-store:{connect}", daemon=True
-        )
         if self.chroot is not None:
             self._create_chroot(hosts, self.chroot, timeout_s)
+        self._callbacks = CallbackThread(f"zk-store:{connect}")
         self._client = self._new_client(hosts + (self.chroot or ""))
         self._client.add_listener(self._on_state)
-        self._worker.start()
         try:
             self._client.start(timeout=timeout_s)
         except KazooTimeoutError:
@@ -238,7 +235,7 @@ class ZkStore(MetadataStore):
         client_id = self._client.client_id
         assert client_id is not None
         with self._lock:
-            self._session = client_id[0]
+            self._session_id = client_id[0]
 
     @classmethod
     def from_config(cls, config: Any, **listeners: Any) -> ZkStore:
@@ -280,11 +277,6 @@ class ZkStore(MetadataStore):
     # -- session state
 
     @property
-    def session_id(self) -> int:
-        """The current session (it changes after an expiry)."""
-        return self._session
-
-    @property
     def connected(self) -> bool:
         return self._connected.is_set() and not self._closed
 
@@ -318,22 +310,22 @@ class ZkStore(MetadataStore):
             if client_id is None:
                 return
             with self._lock:
-                previous, self._session = self._session, client_id[0]
+                previous, self._session_id = self._session_id, client_id[0]
                 self._connected.set()
-            if previous and previous != self._session:
-                self._tasks.put(
-                    lambda sid=self._session: self._notify(self._new_session_listeners, sid)
+            if previous and previous != self._session_id:
+                self._callbacks.put(
+                    lambda sid=self._session_id: self._notify(self._new_session_listeners, sid)
                 )
-            self._tasks.put(self._rearm_lost_watches)
+            self._callbacks.put(self._rearm_lost_watches)
         elif state == KazooState.SUSPENDED:
             self._connected.clear()
         elif state == KazooState.LOST:
             self._connected.clear()
             if self._closed:
                 return
-            old = self._session
+            old = self._session_id
             log.warning("ZooKeeper session 0x%x expired", old)
-            self._tasks.put(lambda: self._notify(self._expired_listeners, old))
+            self._callbacks.put(lambda: self._notify(self._expired_listeners, old))
 
     def _notify(self, listeners: list[Callable[[int], None]], session: int) -> None:
         for listener in list(listeners):
@@ -342,25 +334,7 @@ class ZkStore(MetadataStore):
             except Exception:
                 log.exception("ZooKeeper session listener %r failed", listener)
 
-    def _run_tasks(self) -> None:
-        while True:
-            task = self._tasks.get()
-            try:
-                if task is None:
-                    return
-                task()
-            except StoreClosedError:
-                pass
-            except Exception:
-                log.exception("ZooKeeper store task failed")
-            finally:
-                self._tasks.task_done()
-
     # -- calls
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(None, "metadata store session is closed")
 
     def _call(
         self,
@@ -369,7 +343,7 @@ class ZkStore(MetadataStore):
         on_conflict_after_loss: Callable[[MetadataStoreError], _T] | None = None,
     ) -> _T:
         """Run a kazoo call, sending it again after a connection loss while the session lives."""
-        session = self._session
+        session = self._session_id
         lost = False
         while True:
             self._check_open()
@@ -378,7 +352,7 @@ class ZkStore(MetadataStore):
             except kz.ConnectionLoss:
                 lost = True
                 self._wait_connected()
-                if self._session != session:
+                if self._session_id != session:
                     raise SessionExpiredError(path) from None
             except kz.KazooException as e:
                 error = _translate(e, path)
@@ -394,7 +368,9 @@ class ZkStore(MetadataStore):
         self._check_open()
 
     def _watch(self, kind: str, path: str, callback: WatchCallback | None) -> _Watch | None:
-        return _Watch(self, kind, path, callback, self._session) if callback is not None else None
+        return (
+            _Watch(self, kind, path, callback, self._session_id) if callback is not None else None
+        )
 
     # -- reads
 
@@ -429,30 +405,23 @@ class ZkStore(MetadataStore):
 
     # -- writes
 
-    def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        makepath: bool = False,
+    def _create_node(
+        self, path: str, data: bytes, ephemeral: bool, sequential: bool, makepath: bool
     ) -> str:
-        validate_path(path, allow_root=False)
         try:
-            return self._create(path, bytes(data), ephemeral, sequential)
+            return self._create(path, data, ephemeral, sequential)
         except NoNodeError:
             if not makepath:
                 raise
         self._create_parents(parent_of(path))
-        return self._create(path, bytes(data), ephemeral, sequential)
+        return self._create(path, data, ephemeral, sequential)
 
     def _create(self, path: str, data: bytes, ephemeral: bool, sequential: bool) -> str:
         def retried(error: MetadataStoreError) -> str:
             # Our create went through before the connection broke: the node is ours.
             if isinstance(error, NodeExistsError) and ephemeral and not sequential:
                 stat = self.exists(path)
-                if stat is not None and stat.ephemeral_owner == self._session:
+                if stat is not None and stat.ephemeral_owner == self._session_id:
                     return path
             raise error
 
@@ -576,7 +545,7 @@ class ZkStore(MetadataStore):
             if event.state == KeeperState.CONNECTING and not w.spent and not self._closed:
                 with self._lock:
                     self._lost_watches.append(w)
-                self._tasks.put(self._rearm_lost_watches)
+                self._callbacks.put(self._rearm_lost_watches)
             return
         if w.spent:
             return
@@ -584,10 +553,7 @@ class ZkStore(MetadataStore):
         self._deliver(w, _EVENT_TYPES[event.type])
 
     def _deliver(self, w: _Watch, etype: EventType) -> None:
-        try:
-            w.callback(WatchedEvent(etype, w.path))
-        except Exception:
-            log.exception("metadata store watch callback failed for %s %s", etype, w.path)
+        deliver_watch(w.callback, WatchedEvent(etype, w.path))
 
     def _rearm_lost_watches(self) -> None:
         """The store's thread: put the watches lost by a disconnect back on the server."""
@@ -595,7 +561,7 @@ class ZkStore(MetadataStore):
         with self._lock:
             lost, self._lost_watches = self._lost_watches, []
         for i, w in enumerate(lost):
-            if w.session != self._session:
+            if w.session != self._session_id:
                 continue  # that session expired: the listeners take over
             try:
                 self._rearm(w)
@@ -647,7 +613,7 @@ class ZkStore(MetadataStore):
         """Block until the callbacks of watches triggered by changes this session has seen have
         run (tests, orderly shutdown). Not from a watch callback or a session listener."""
         self._call(lambda: self._client.sync("/"), "/")
-        self._tasks.join()
+        self._callbacks.join()
         done = threading.Event()
         self._client.handler.dispatch_callback(Callback("watch", done.set, ()))
         while not done.wait(1.0):
@@ -666,7 +632,6 @@ class ZkStore(MetadataStore):
 
     def _shutdown(self) -> None:
         self._closed = True
-        self._tasks.put(None)
         client = self._client
         me = threading.current_thread()
         workers = list(getattr(client.handler, "_workers", []))
@@ -683,5 +648,4 @@ class ZkStore(MetadataStore):
             threading.Thread(target=stop, name="zk-store-close", daemon=True).start()
         else:
             stop()
-        if me is not self._worker and self._worker.is_alive():
-            self._worker.join()
+        self._callbacks.stop()

@@ -395,8 +395,6 @@ class Broker(BrokerControl):
         )
         if self.controller is not None:
             self.controller.on_new_session()
-        if self.config_changes is not None:
-            self.config_changes.on_new_session()
 
     @property
     def zk_fenced(self) -> bool:

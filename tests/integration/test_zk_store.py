@@ -6,6 +6,7 @@ Every test works under its own chroot, so the shared ensemble needs no cleaning 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from odradek.broker.cluster import zk_store
+from odradek.broker.cluster.change_notifications import ChangeNotificationListener
+from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.cluster.metadata_store import (
     BadVersionError,
     EventType,
@@ -293,3 +296,40 @@ def test_session_expiry_runs_the_listeners_and_a_new_session_works(zk_ensemble, 
     broker.set("/somewhere", b"ok", version=0)
     broker.close()
     assert observer.exists("/brokers/ids/1") is None
+
+
+def test_change_notifications_are_followed_again_after_a_session_expiry(zk_ensemble, open_store):
+    """The expiry drops the listener's watch: it reads its root again on the new session and
+    watches anew, so a change announced afterwards is still handled (config, ACL and token
+    changes all go through this listener)."""
+    store, writer = open_store(), open_store()
+    root = "/acl_changes"
+
+    def announce(data: bytes) -> None:
+        writer.create(f"{root}/change_", data, sequential=True, makepath=True)
+
+    async def scenario() -> list[bytes]:
+        handled: list[bytes] = []
+        seen = asyncio.Event()
+
+        async def handle(data: bytes) -> None:
+            handled.append(data)
+            seen.set()
+
+        async def next_one() -> None:
+            await asyncio.wait_for(seen.wait(), WAIT)
+            seen.clear()
+
+        listener = ChangeNotificationListener(KafkaZk(store), root, "change_", handle, what="test")
+        await asyncio.to_thread(announce, b"before")
+        await listener.start()
+        await next_one()
+        old = store.session_id
+        await asyncio.to_thread(zk_ensemble.expire_session, old, store.session_password)
+        await asyncio.to_thread(wait_until, lambda: store.connected and store.session_id != old)
+        await asyncio.to_thread(announce, b"after")
+        await next_one()
+        await listener.stop()
+        return handled
+
+    assert asyncio.run(scenario()) == [b"before", b"after"]

@@ -11,15 +11,9 @@ import pytest
 from odradek.broker.cluster import zk_data as zk
 from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
-from odradek.broker.cluster.topic_admin import (
-    AlterConfigOp,
-    AlterOp,
-    ResourceType,
-    TopicAdmin,
-    assign_replicas,
-    rack_alternated,
-    validate_topic_name,
-)
+from odradek.broker.cluster.replica_placement import assign_replicas, rack_alternated
+from odradek.broker.cluster.topic_admin import AlterConfigOp, AlterOp, ResourceType, TopicAdmin
+from odradek.broker.cluster.topic_names import validate_topic_name
 from odradek.broker.config import BrokerConfig, ConfigSource, Endpoint
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ...cluster.controller import Controller, NotControllerError
+from ...cluster.controller import Controller
+from ...cluster.controller_context import NotControllerError
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...security.acl import AclOperation as Op
