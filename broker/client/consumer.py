@@ -22,9 +22,8 @@ from ..records import batch as rb
 from ..records.batch import RecordsError
 from ..records.legacy import parse_message_set
 from ..records.record import ControlType, control_type, decode_batch
-from .admin import ListedOffset, OffsetSpec, list_offsets_request
-from .cluster import ZERO_UUID, ClusterClient, TopicPartition, error_of
-from .connection import BrokerConnection
+from .cluster import ZERO_UUID, ClusterClient, ClusterUser, TopicPartition, error_of
+from .offsets import ListedOffset, OffsetSpec, list_offsets
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ class _Session:
         self.sent.clear()
 
 
-class Consumer:
+class Consumer(ClusterUser):
     """`async with Consumer("host:9092") as c: c.assign([...]); records = await c.poll()`."""
 
     def __init__(
@@ -87,20 +86,14 @@ class Consumer:
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
-        if cluster is None:
-            if bootstrap_servers is None:
-                raise ValueError("bootstrap_servers or cluster is required")
-            cluster = ClusterClient(
-                bootstrap_servers,
-                client_id=client_id,
-                request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
-                retry_timeout=retry_timeout,
-                security=security,
-            )
-            self._owns_cluster = True
-        else:
-            self._owns_cluster = False
-        self.cluster = cluster
+        super().__init__(
+            bootstrap_servers,
+            cluster,
+            client_id=client_id,
+            request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
+            retry_timeout=retry_timeout,
+            security=security,
+        )
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
@@ -115,21 +108,6 @@ class Consumer:
         self._highwater: dict[TopicPartition, int] = {}
         self._buffer: deque[ConsumerRecord] = deque()
         self._sessions: dict[int, _Session] = {}
-
-    async def start(self) -> Consumer:
-        if self._owns_cluster:
-            await self.cluster.start()
-        return self
-
-    async def close(self) -> None:
-        if self._owns_cluster:
-            await self.cluster.close()
-
-    async def __aenter__(self) -> Consumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # -- assignment and positions ---------------------------------------------------------
 
@@ -215,21 +193,7 @@ class Consumer:
     ) -> dict[TopicPartition, ListedOffset]:
         if not specs:
             return {}
-
-        async def send(
-            conn: BrokerConnection, part: dict[TopicPartition, int]
-        ) -> dict[TopicPartition, ListedOffset | KafkaError]:
-            return await list_offsets_request(conn, part, self.isolation_level)
-
-        outcome = await self.cluster.route_to_leaders(
-            specs, send, what="ListOffsets", wait_for_topics=True
-        )
-        out: dict[TopicPartition, ListedOffset] = {}
-        for tp, r in outcome.items():
-            if isinstance(r, KafkaError):
-                raise r
-            out[tp] = r
-        return out
+        return await list_offsets(self.cluster, specs, self.isolation_level, wait_for_topics=True)
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         if self._buffer:
