@@ -109,13 +109,7 @@ class AclsAdmin(AdminBase):
 
     async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         body = _acl_filter_body(acl_filter)
-        resp = await self.cluster.retry(
-            lambda: self.cluster.request_any(ApiKey.DESCRIBE_ACLS, body, min_version=1),
-            what="DescribeAcls",
-        )
-        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeAcls")
-        if error is not None:
-            raise error
+        resp = await self._request_any(ApiKey.DESCRIBE_ACLS, body, "DescribeAcls", min_version=1)
         return [_binding(r, a) for r in resp["resources"] for a in r["acls"]]
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
@@ -141,13 +135,9 @@ class AclsAdmin(AdminBase):
         """Mechanisms and iterations per user (all users with credentials when `users` is
         None). Raises RESOURCE_NOT_FOUND for a named user without credentials."""
         body = {"users": None if users is None else [{"name": u} for u in users]}
-        resp = await self.cluster.retry(
-            lambda: self.cluster.request_any(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body),
-            what="DescribeUserScramCredentials",
+        resp = await self._request_any(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body, "DescribeUserScram"
         )
-        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeUserScram")
-        if error is not None:
-            raise error
         out = {}
         for r in resp["results"]:
             error = error_of(r["error_code"], r.get("error_message"), f"user {r['user']!r}")

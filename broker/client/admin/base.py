@@ -56,6 +56,18 @@ class AdminBase(ClusterUser):
             raise error
         return resp
 
+    async def _request_any(
+        self, api_key: int, body: dict, what: str, *, min_version: int = 0
+    ) -> dict:
+        """A request any broker can answer, retried; its top-level error is raised."""
+        resp = await self.cluster.retry(
+            lambda: self.cluster.request_any(api_key, body, min_version=min_version), what=what
+        )
+        error = error_of(resp["error_code"], resp.get("error_message"), what)
+        if error is not None:
+            raise error
+        return resp
+
     async def _request_each_broker(
         self, api_key: int, body: dict, *, min_version: int, what: str
     ) -> list[tuple[int, dict]]:

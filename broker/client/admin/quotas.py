@@ -32,13 +32,7 @@ class QuotasAdmin(AdminBase):
             ],
             "strict": strict,
         }
-        resp = await self.cluster.retry(
-            lambda: self.cluster.request_any(ApiKey.DESCRIBE_CLIENT_QUOTAS, body),
-            what="DescribeClientQuotas",
-        )
-        error = error_of(resp["error_code"], resp.get("error_message"), "DescribeClientQuotas")
-        if error is not None:
-            raise error
+        resp = await self._request_any(ApiKey.DESCRIBE_CLIENT_QUOTAS, body, "DescribeClientQuotas")
         return {
             tuple(sorted((e["entity_type"], e["entity_name"]) for e in entry["entity"])): {
                 v["key"]: v["value"] for v in entry["values"]
