@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from ..config import (
@@ -30,6 +29,8 @@ from ..config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
+from ..protocol.config_types import AlterConfigOpType as AlterOp
+from ..protocol.config_types import ResourceType
 from ..protocol.errors import ErrorCode, KafkaError
 from . import zk_data as zk
 from .kafka_zk import KafkaZk
@@ -46,22 +47,6 @@ MAX_TOPIC_NAME_LENGTH = 249
 # authorization failure, which is what its CreateTopics handler answers).
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-
-
-class ResourceType(IntEnum):
-    """ConfigResource.Type, as carried by the config APIs."""
-
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass(frozen=True)

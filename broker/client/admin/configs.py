@@ -12,29 +12,11 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from ...protocol.api_keys import ApiKey
-from ...protocol.config_types import ConfigSource, ConfigType
+from ...protocol.config_types import AlterConfigOpType, ConfigSource, ConfigType, ResourceType
 from ...protocol.errors import ErrorCode, KafkaError
 from ..cluster import error_of
 from ..connection import BrokerConnection
 from .base import AdminBase
-
-
-class ResourceType(IntEnum):
-    """Config resource types (Kafka's ConfigResource.Type wire values)."""
-
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
-
-
-class AlterConfigOpType(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass(frozen=True, slots=True)
