@@ -89,6 +89,14 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition numbers per topic, in first-seen order: how requests list partitions."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerNode:
     node_id: int

@@ -22,7 +22,14 @@ from ..records import batch as rb
 from ..records.batch import RecordsError
 from ..records.legacy import parse_message_set
 from ..records.record import ControlType, control_type, decode_batch
-from .cluster import ZERO_UUID, ClusterClient, ClusterUser, TopicPartition, error_of
+from .cluster import (
+    ZERO_UUID,
+    ClusterClient,
+    ClusterUser,
+    TopicPartition,
+    error_of,
+    partitions_by_topic,
+)
 from .offsets import ListedOffset, OffsetSpec, list_offsets
 from .security import ClientSecurity
 
@@ -328,7 +335,7 @@ class Consumer(ClusterUser):
             ),
             "forgotten_topics_data": [
                 {"topic": t, "topic_id": topic_ids.get(t, ZERO_UUID), "partitions": ps}
-                for t, ps in _by_topic(forgotten).items()
+                for t, ps in partitions_by_topic(forgotten).items()
             ],
             "rack_id": "",
         }
@@ -462,13 +469,6 @@ def decode_fetched(
                     )
         position = max(position, header.last_offset + 1)
     return out, position
-
-
-def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for tp in tps:
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return out
 
 
 def _group(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ..cluster import TopicPartition, error_of, raise_first
+from ..cluster import TopicPartition, error_of, partitions_by_topic, raise_first
 from .base import AdminBase
 
 
@@ -173,15 +173,13 @@ class GroupsAdmin(AdminBase):
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, CommittedOffset]:
         """Committed offsets of a group (all of them when `partitions` is None)."""
-        topics: dict[str, list[int]] | None = None
-        if partitions is not None:
-            topics = {}
-            for tp in partitions:
-                topics.setdefault(tp.topic, []).append(tp.partition)
         wanted = (
             None
-            if topics is None
-            else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+            if partitions is None
+            else [
+                {"name": t, "partition_indexes": ps}
+                for t, ps in partitions_by_topic(partitions).items()
+            ]
         )
         body = {
             "group_id": group_id,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ..cluster import BrokerNode, TopicPartition, error_of
+from ..cluster import BrokerNode, TopicPartition, error_of, partitions_by_topic
 from .base import AdminBase
 
 
@@ -196,12 +196,14 @@ class PlacementAdmin(AdminBase):
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, PartitionReassignment]:
         """Reassignments in progress, of `partitions` or (None) of every topic."""
-        topics: list[dict] | None = None
-        if partitions is not None:
-            wanted: dict[str, list[int]] = {}
-            for topic, partition in partitions:
-                wanted.setdefault(topic, []).append(partition)
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+        topics = (
+            None
+            if partitions is None
+            else [
+                {"name": t, "partition_indexes": ps}
+                for t, ps in partitions_by_topic(partitions).items()
+            ]
+        )
         body = {"timeout_ms": self._timeout_ms, "topics": topics}
 
         resp = await self.cluster.retry(
