@@ -89,12 +89,17 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    """Partition numbers per topic, in first-seen order: how requests list partitions."""
-    out: dict[str, list[int]] = {}
-    for topic, partition in tps:
-        out.setdefault(topic, []).append(partition)
+def group_by_topic(items: Iterable[tuple[TopicPartition, V]]) -> dict[str, list[V]]:
+    """Values per topic, in first-seen order: how requests list their partitions."""
+    out: dict[str, list[V]] = {}
+    for tp, value in items:
+        out.setdefault(tp.topic, []).append(value)
     return out
+
+
+def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition numbers per topic, in first-seen order."""
+    return group_by_topic((tp, tp.partition) for tp in tps)
 
 
 @dataclass(frozen=True, slots=True)

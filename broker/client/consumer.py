@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..protocol.api_keys import ApiKey
@@ -28,6 +28,7 @@ from .cluster import (
     ClusterUser,
     TopicPartition,
     error_of,
+    group_by_topic,
     partitions_by_topic,
 )
 from .offsets import ListedOffset, OffsetSpec, list_offsets
@@ -314,6 +315,11 @@ class Consumer(ClusterUser):
             session.reset()
             send, forgotten = requested, []
             session_id, epoch = 0, 0 if use_session else -1
+        fetching = group_by_topic(
+            (tp, {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": off,
+                  "log_start_offset": -1, "partition_max_bytes": self.max_partition_fetch_bytes})
+            for tp, off in send.items()
+        )  # fmt: skip
         body = {
             "replica_id": -1,
             "max_wait_ms": max_wait_ms,
@@ -322,21 +328,8 @@ class Consumer(ClusterUser):
             "isolation_level": self.isolation_level,
             "session_id": session_id,
             "session_epoch": epoch,
-            "topics": _group(
-                send,
-                lambda tp, off: {
-                    "partition": tp.partition,
-                    "current_leader_epoch": -1,
-                    "fetch_offset": off,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.max_partition_fetch_bytes,
-                },
-                topic_ids,
-            ),
-            "forgotten_topics_data": [
-                {"topic": t, "topic_id": topic_ids.get(t, ZERO_UUID), "partitions": ps}
-                for t, ps in partitions_by_topic(forgotten).items()
-            ],
+            "topics": _fetch_topics(fetching, topic_ids),
+            "forgotten_topics_data": _fetch_topics(partitions_by_topic(forgotten), topic_ids),
             "rack_id": "",
         }
         try:
@@ -471,15 +464,9 @@ def decode_fetched(
     return out, position
 
 
-def _group(
-    offsets: dict[TopicPartition, int],
-    make: Callable[[TopicPartition, int], dict],
-    topic_ids: Mapping[str, uuid.UUID],
-) -> list[dict]:
-    topics: dict[str, list[dict]] = {}
-    for tp, off in offsets.items():
-        topics.setdefault(tp.topic, []).append(make(tp, off))
+def _fetch_topics(by_topic: Mapping[str, list], topic_ids: Mapping[str, uuid.UUID]) -> list[dict]:
+    """Fetch's topic entries (fetched or forgotten), named both ways: by name and by id."""
     return [
         {"topic": t, "topic_id": topic_ids.get(t, ZERO_UUID), "partitions": ps}
-        for t, ps in topics.items()
+        for t, ps in by_topic.items()
     ]

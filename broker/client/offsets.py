@@ -9,7 +9,7 @@ from enum import IntEnum
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import KafkaError
-from .cluster import ClusterClient, TopicPartition, error_of, unwrap
+from .cluster import ClusterClient, TopicPartition, error_of, group_by_topic, unwrap
 from .connection import BrokerConnection
 
 __all__ = ["ListedOffset", "OffsetSpec", "list_offsets"]
@@ -69,11 +69,10 @@ async def _list_offsets_request(
 ) -> dict[TopicPartition, ListedOffset | KafkaError]:
     """One ListOffsets request to a leader; per-partition results or errors."""
     version = conn.version_for(ApiKey.LIST_OFFSETS, min_version=min_version)
-    topics: dict[str, list[dict]] = {}
-    for tp, ts in part.items():
-        topics.setdefault(tp.topic, []).append(
-            {"partition_index": tp.partition, "timestamp": int(ts), "max_num_offsets": 1}
-        )
+    topics = group_by_topic(
+        (tp, {"partition_index": tp.partition, "timestamp": int(ts), "max_num_offsets": 1})
+        for tp, ts in part.items()
+    )
     body = {
         "replica_id": -1,
         "isolation_level": isolation_level,

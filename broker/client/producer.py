@@ -22,7 +22,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records.compression import CONFIG_CODECS, Codec
 from ..records.record import Record, build_batch
-from .cluster import ClusterClient, ClusterUser, TopicPartition, error_of
+from .cluster import ClusterClient, ClusterUser, TopicPartition, error_of, group_by_topic
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -404,13 +404,12 @@ class Producer(ClusterUser):
             self._wake.set()
 
     async def _produce_once(self, node_id: int, batches: list[_Batch]) -> None:
-        topics: dict[str, list[dict]] = {}
         for b in batches:
             if b.payload is None:
                 b.payload = build_batch(b.records, compression=self.compression)
-            topics.setdefault(b.tp.topic, []).append(
-                {"index": b.tp.partition, "records": b.payload}
-            )
+        topics = group_by_topic(
+            (b.tp, {"index": b.tp.partition, "records": b.payload}) for b in batches
+        )
         body = {
             "transactional_id": None,
             "acks": self.acks,

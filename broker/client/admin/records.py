@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import KafkaError
-from ..cluster import TopicPartition, error_of, unwrap
+from ..cluster import TopicPartition, error_of, group_by_topic, unwrap
 from ..connection import BrokerConnection
 from ..offsets import OFFSET_SPEC_MIN_VERSION, ListedOffset, list_offsets
 from .base import AdminBase
@@ -38,18 +38,11 @@ class RecordsAdmin(AdminBase):
         async def send(
             conn: BrokerConnection, part: dict[TopicPartition, int]
         ) -> dict[TopicPartition, int | KafkaError]:
+            topics = group_by_topic(
+                (tp, {"partition_index": tp.partition, "offset": off}) for tp, off in part.items()
+            )
             body = {
-                "topics": [
-                    {
-                        "name": topic,
-                        "partitions": [
-                            {"partition_index": tp.partition, "offset": off}
-                            for tp, off in part.items()
-                            if tp.topic == topic
-                        ],
-                    }
-                    for topic in {tp.topic for tp in part}
-                ],
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
                 "timeout_ms": self._timeout_ms,
             }
             resp = await conn.request(ApiKey.DELETE_RECORDS, body)
