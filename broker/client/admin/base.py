@@ -3,13 +3,23 @@ ways a request is routed (controller, any broker, every broker, a coordinator)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Self
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ..cluster import ClusterClient, ClusterUser, error_of
+from ..cluster import ClusterClient, ClusterUser, TopicPartition, error_of, partitions_by_topic
 from ..security import ClientSecurity
+
+
+def partition_indexes(partitions: Iterable[TopicPartition] | None) -> list[dict] | None:
+    """The `topics` of a request naming partitions as (name, partition_indexes); None (every
+    topic) stays None."""
+    if partitions is None:
+        return None
+    return [
+        {"name": t, "partition_indexes": ps} for t, ps in partitions_by_topic(partitions).items()
+    ]
 
 
 class AdminBase(ClusterUser):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ..cluster import TopicPartition, error_of, partitions_by_topic, raise_first
-from .base import AdminBase
+from ..cluster import TopicPartition, error_of, raise_first
+from .base import AdminBase, partition_indexes
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,14 +173,7 @@ class GroupsAdmin(AdminBase):
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, CommittedOffset]:
         """Committed offsets of a group (all of them when `partitions` is None)."""
-        wanted = (
-            None
-            if partitions is None
-            else [
-                {"name": t, "partition_indexes": ps}
-                for t, ps in partitions_by_topic(partitions).items()
-            ]
-        )
+        wanted = partition_indexes(partitions)
         body = {
             "group_id": group_id,
             "topics": wanted,

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ..cluster import BrokerNode, TopicPartition, error_of, partitions_by_topic
-from .base import AdminBase
+from ..cluster import BrokerNode, TopicPartition, error_of
+from .base import AdminBase, partition_indexes
 
 
 @dataclass(slots=True)
@@ -196,15 +196,7 @@ class PlacementAdmin(AdminBase):
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, PartitionReassignment]:
         """Reassignments in progress, of `partitions` or (None) of every topic."""
-        topics = (
-            None
-            if partitions is None
-            else [
-                {"name": t, "partition_indexes": ps}
-                for t, ps in partitions_by_topic(partitions).items()
-            ]
-        )
-        body = {"timeout_ms": self._timeout_ms, "topics": topics}
+        body = {"timeout_ms": self._timeout_ms, "topics": partition_indexes(partitions)}
 
         resp = await self.cluster.retry(
             lambda: self._controller_request(
