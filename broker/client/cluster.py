@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Self, TypeVar
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
@@ -87,6 +87,19 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def group_by_topic(items: Iterable[tuple[TopicPartition, V]]) -> dict[str, list[V]]:
+    """Values per topic, in first-seen order: how requests list their partitions."""
+    out: dict[str, list[V]] = {}
+    for tp, value in items:
+        out.setdefault(tp.topic, []).append(value)
+    return out
+
+
+def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition numbers per topic, in first-seen order."""
+    return group_by_topic((tp, tp.partition) for tp in tps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,3 +507,63 @@ class ClusterClient:
                 with contextlib.suppress(KafkaError):
                     await self.refresh_metadata({tp.topic for tp in remaining})
         return results
+
+
+class ClusterUser:
+    """Base of the admin client, producer and consumer: the ClusterClient they work through,
+    either their own (started and closed with them) or one shared with other clients."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None,
+        cluster: ClusterClient | None,
+        *,
+        client_id: str,
+        request_timeout: float,
+        retry_timeout: float,
+        security: ClientSecurity | None,
+    ) -> None:
+        self._owns_cluster = cluster is None
+        if cluster is None:
+            if bootstrap_servers is None:
+                raise ValueError("bootstrap_servers or cluster is required")
+            cluster = ClusterClient(
+                bootstrap_servers,
+                client_id=client_id,
+                request_timeout=request_timeout,
+                retry_timeout=retry_timeout,
+                security=security,
+            )
+        self.cluster = cluster
+
+    async def start(self) -> Self:
+        if self._owns_cluster:
+            await self.cluster.start()
+        return self
+
+    async def close(self) -> None:
+        if self._owns_cluster:
+            await self.cluster.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def raise_first(errors: Iterable[KafkaError | None]) -> None:
+    """Raise the first error of a multi-item operation's outcomes, if any."""
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def unwrap(outcome: Mapping[TopicPartition, R | KafkaError]) -> dict[TopicPartition, R]:
+    """The results of route_to_leaders, raising the first partition's error instead."""
+    out: dict[TopicPartition, R] = {}
+    for tp, r in outcome.items():
+        if isinstance(r, KafkaError):
+            raise r
+        out[tp] = r
+    return out

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..protocol.api_keys import ApiKey
@@ -22,9 +22,16 @@ from ..records import batch as rb
 from ..records.batch import RecordsError
 from ..records.legacy import parse_message_set
 from ..records.record import ControlType, control_type, decode_batch
-from .admin import ListedOffset, OffsetSpec, list_offsets_request
-from .cluster import ZERO_UUID, ClusterClient, TopicPartition, error_of
-from .connection import BrokerConnection
+from .cluster import (
+    ZERO_UUID,
+    ClusterClient,
+    ClusterUser,
+    TopicPartition,
+    error_of,
+    group_by_topic,
+    partitions_by_topic,
+)
+from .offsets import ListedOffset, OffsetSpec, list_offsets
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -62,7 +69,7 @@ class _Session:
         self.sent.clear()
 
 
-class Consumer:
+class Consumer(ClusterUser):
     """`async with Consumer("host:9092") as c: c.assign([...]); records = await c.poll()`."""
 
     def __init__(
@@ -87,20 +94,14 @@ class Consumer:
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
-        if cluster is None:
-            if bootstrap_servers is None:
-                raise ValueError("bootstrap_servers or cluster is required")
-            cluster = ClusterClient(
-                bootstrap_servers,
-                client_id=client_id,
-                request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
-                retry_timeout=retry_timeout,
-                security=security,
-            )
-            self._owns_cluster = True
-        else:
-            self._owns_cluster = False
-        self.cluster = cluster
+        super().__init__(
+            bootstrap_servers,
+            cluster,
+            client_id=client_id,
+            request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
+            retry_timeout=retry_timeout,
+            security=security,
+        )
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
@@ -115,21 +116,6 @@ class Consumer:
         self._highwater: dict[TopicPartition, int] = {}
         self._buffer: deque[ConsumerRecord] = deque()
         self._sessions: dict[int, _Session] = {}
-
-    async def start(self) -> Consumer:
-        if self._owns_cluster:
-            await self.cluster.start()
-        return self
-
-    async def close(self) -> None:
-        if self._owns_cluster:
-            await self.cluster.close()
-
-    async def __aenter__(self) -> Consumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # -- assignment and positions ---------------------------------------------------------
 
@@ -215,21 +201,7 @@ class Consumer:
     ) -> dict[TopicPartition, ListedOffset]:
         if not specs:
             return {}
-
-        async def send(
-            conn: BrokerConnection, part: dict[TopicPartition, int]
-        ) -> dict[TopicPartition, ListedOffset | KafkaError]:
-            return await list_offsets_request(conn, part, self.isolation_level)
-
-        outcome = await self.cluster.route_to_leaders(
-            specs, send, what="ListOffsets", wait_for_topics=True
-        )
-        out: dict[TopicPartition, ListedOffset] = {}
-        for tp, r in outcome.items():
-            if isinstance(r, KafkaError):
-                raise r
-            out[tp] = r
-        return out
+        return await list_offsets(self.cluster, specs, self.isolation_level, wait_for_topics=True)
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         if self._buffer:
@@ -343,6 +315,11 @@ class Consumer:
             session.reset()
             send, forgotten = requested, []
             session_id, epoch = 0, 0 if use_session else -1
+        fetching = group_by_topic(
+            (tp, {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": off,
+                  "log_start_offset": -1, "partition_max_bytes": self.max_partition_fetch_bytes})
+            for tp, off in send.items()
+        )  # fmt: skip
         body = {
             "replica_id": -1,
             "max_wait_ms": max_wait_ms,
@@ -351,21 +328,8 @@ class Consumer:
             "isolation_level": self.isolation_level,
             "session_id": session_id,
             "session_epoch": epoch,
-            "topics": _group(
-                send,
-                lambda tp, off: {
-                    "partition": tp.partition,
-                    "current_leader_epoch": -1,
-                    "fetch_offset": off,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.max_partition_fetch_bytes,
-                },
-                topic_ids,
-            ),
-            "forgotten_topics_data": [
-                {"topic": t, "topic_id": topic_ids.get(t, ZERO_UUID), "partitions": ps}
-                for t, ps in _by_topic(forgotten).items()
-            ],
+            "topics": _fetch_topics(fetching, topic_ids),
+            "forgotten_topics_data": _fetch_topics(partitions_by_topic(forgotten), topic_ids),
             "rack_id": "",
         }
         try:
@@ -500,22 +464,9 @@ def decode_fetched(
     return out, position
 
 
-def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for tp in tps:
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return out
-
-
-def _group(
-    offsets: dict[TopicPartition, int],
-    make: Callable[[TopicPartition, int], dict],
-    topic_ids: Mapping[str, uuid.UUID],
-) -> list[dict]:
-    topics: dict[str, list[dict]] = {}
-    for tp, off in offsets.items():
-        topics.setdefault(tp.topic, []).append(make(tp, off))
+def _fetch_topics(by_topic: Mapping[str, list], topic_ids: Mapping[str, uuid.UUID]) -> list[dict]:
+    """Fetch's topic entries (fetched or forgotten), named both ways: by name and by id."""
     return [
         {"topic": t, "topic_id": topic_ids.get(t, ZERO_UUID), "partitions": ps}
-        for t, ps in topics.items()
+        for t, ps in by_topic.items()
     ]

@@ -16,12 +16,13 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Self
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records.compression import CONFIG_CODECS, Codec
 from ..records.record import Record, build_batch
-from .cluster import ClusterClient, TopicPartition, error_of
+from .cluster import ClusterClient, ClusterUser, TopicPartition, error_of, group_by_topic
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ class _Batch:
     released: bool = False  # its bytes no longer count against buffer_memory
 
 
-class Producer:
+class Producer(ClusterUser):
     """`async with Producer("host:9092") as p: meta = await p.send_and_wait("t", b"v")`."""
 
     def __init__(
@@ -146,20 +147,14 @@ class Producer:
         allow_auto_create_topics: bool = True,
         security: ClientSecurity | None = None,
     ) -> None:
-        if cluster is None:
-            if bootstrap_servers is None:
-                raise ValueError("bootstrap_servers or cluster is required")
-            cluster = ClusterClient(
-                bootstrap_servers,
-                client_id=client_id,
-                request_timeout=request_timeout,
-                retry_timeout=max_block,
-                security=security,
-            )
-            self._owns_cluster = True
-        else:
-            self._owns_cluster = False
-        self.cluster = cluster
+        super().__init__(
+            bootstrap_servers,
+            cluster,
+            client_id=client_id,
+            request_timeout=request_timeout,
+            retry_timeout=max_block,
+            security=security,
+        )
         self.acks = parse_acks(acks)
         self.compression = parse_compression(compression)
         self.linger = linger_ms / 1000.0
@@ -182,19 +177,12 @@ class Producer:
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def start(self) -> Producer:
-        if self._owns_cluster:
-            await self.cluster.start()
+    async def start(self) -> Self:
+        await super().start()
         self._sender = asyncio.get_running_loop().create_task(
             self._sender_loop(), name="odradek-producer-sender"
         )
         return self
-
-    async def __aenter__(self) -> Producer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Send everything pending, then stop."""
@@ -211,8 +199,7 @@ class Producer:
             for batch in queue:
                 self._fail(batch, KafkaError(ErrorCode.NETWORK_EXCEPTION, "producer closed"))
         self._queues.clear()
-        if self._owns_cluster:
-            await self.cluster.close()
+        await super().close()
 
     # -- sending --------------------------------------------------------------------------
 
@@ -417,13 +404,12 @@ class Producer:
             self._wake.set()
 
     async def _produce_once(self, node_id: int, batches: list[_Batch]) -> None:
-        topics: dict[str, list[dict]] = {}
         for b in batches:
             if b.payload is None:
                 b.payload = build_batch(b.records, compression=self.compression)
-            topics.setdefault(b.tp.topic, []).append(
-                {"index": b.tp.partition, "records": b.payload}
-            )
+        topics = group_by_topic(
+            (b.tp, {"index": b.tp.partition, "records": b.payload}) for b in batches
+        )
         body = {
             "transactional_id": None,
             "acks": self.acks,

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from enum import IntEnum
 
 from ..config import (
     TOPIC_CONFIGS,
@@ -28,6 +27,8 @@ from ..config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
+from ..protocol.config_types import AlterConfigOpType as AlterOp
+from ..protocol.config_types import ResourceType
 from ..protocol.errors import ErrorCode, KafkaError
 from . import zk_data as zk
 from .kafka_zk import KafkaZk
@@ -46,22 +47,6 @@ log = logging.getLogger(__name__)
 # Called with the number of partitions a change creates or deletes, right before it is made;
 # raises a KafkaError to refuse it (the server's controller-mutation quota).
 Admit = Callable[[int], None]
-
-
-class ResourceType(IntEnum):
-    """ConfigResource.Type, as carried by the config APIs."""
-
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The config codes of DescribeConfigs responses: shared by the broker's config model and the
-client's admin API."""
+"""The codes of the config APIs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs):
+shared by the broker's config model and the client's admin API."""
 
 from __future__ import annotations
 
@@ -33,3 +33,24 @@ class ConfigSource(IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
+
+
+class ResourceType(IntEnum):
+    """What a config belongs to, numbered as the config APIs' `resource_type` field (Kafka's
+    ConfigResource.Type)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class AlterConfigOpType(IntEnum):
+    """IncrementalAlterConfigs' `config_operation` field."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from odradek.broker import cli
+from odradek.broker.cli.records import format_record
 from odradek.broker.client.admin import OffsetSpec
 from odradek.broker.client.consumer import ConsumerRecord
 
@@ -110,16 +111,14 @@ def test_consume_arguments() -> None:
 def test_format_record() -> None:
     r = ConsumerRecord("t", 2, 17, 1234, 0, b"k", b"v", [("h", b"1"), ("n", None)])
     plain = parse("consume", "--topic", "t")
-    assert cli.format_record(r, plain) == b"v\n"
+    assert format_record(r, plain) == b"v\n"
     full = parse(
         "consume", "--topic", "t", "--print-key", "--print-offset", "--print-partition",
         "--print-timestamp", "--print-headers", "--key-separator", "=",
     )  # fmt: skip
-    assert (
-        cli.format_record(r, full) == b"CreateTime:1234\tPartition:2\tOffset:17\th:1,n:null\tk=v\n"
-    )
+    assert format_record(r, full) == b"CreateTime:1234\tPartition:2\tOffset:17\th:1,n:null\tk=v\n"
     empty = ConsumerRecord("t", 0, 0, 5, 1, None, None, [])
-    assert cli.format_record(empty, full) == (
+    assert format_record(empty, full) == (
         b"LogAppendTime:5\tPartition:0\tOffset:0\tNO_HEADERS\tnull=null\n"
     )
 
