@@ -26,7 +26,7 @@ from ..records.record import ControlType, build_control_batch
 from ..replication.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _PRODUCE_VERSION = 9
 
 
 async def write_markers(
-    broker: Broker, markers: list[MarkerEntry]
+    broker: BrokerServices, markers: list[MarkerEntry]
 ) -> dict[int, dict[TopicPartition, ErrorCode]]:
     """Append each entry's marker to its partitions (led here); errors per producer id."""
     rm = broker.replica_manager
@@ -140,7 +140,7 @@ def errors_from_body(body: dict[str, Any]) -> dict[int, dict[TopicPartition, Err
 class MarkerSender:
     """The transaction coordinator's way to the partition leaders."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self._conns: dict[int, BrokerConnection] = {}
 
