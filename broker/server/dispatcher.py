@@ -150,7 +150,7 @@ class Dispatcher:
             return
         throttle_ms = apply_quotas(
             security.quotas,
-            self.broker,
+            self.broker.fetch_sessions,
             conn.principal,
             header.client_id or "",
             header.api_key,
