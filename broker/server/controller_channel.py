@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..client.connection import BrokerConnection
 from ..client.security import ClientSecurity
@@ -102,13 +103,17 @@ def leader_and_isr_body(req: LeaderAndIsrRequest, version: int, listener: str) -
     return body
 
 
-def leader_and_isr_from_body(
-    body: dict[str, Any], version: int, listener: str
-) -> LeaderAndIsrRequest:
-    parts = []
+_P = TypeVar("_P")
 
-    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> LeaderAndIsrPartition:
-        return LeaderAndIsrPartition(
+
+def _partition_states(
+    body: dict[str, Any], ungrouped: bool, make: Callable[..., _P], **extra: Callable[[dict], Any]
+) -> tuple[_P, ...]:
+    """The partition states of a LeaderAndIsr or UpdateMetadata body, ungrouped (old versions)
+    or grouped by topic: the fields both requests share, plus `extra` (field -> reader)."""
+
+    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> _P:
+        return make(
             topic=topic,
             topic_id=topic_id,
             partition=s["partition_index"],
@@ -116,21 +121,33 @@ def leader_and_isr_from_body(
             leader=s["leader"],
             leader_epoch=s["leader_epoch"],
             isr=tuple(s["isr"]),
-            partition_epoch=s["partition_epoch"],
             replicas=tuple(s["replicas"]),
-            adding_replicas=tuple(s.get("adding_replicas") or ()),
-            removing_replicas=tuple(s.get("removing_replicas") or ()),
-            is_new=bool(s.get("is_new", False)),
-            leader_recovery_state=s.get("leader_recovery_state", 0),
+            **{name: read(s) for name, read in extra.items()},
         )
 
-    if version <= 1:
-        parts = [part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"]]
-    else:
-        for t in body["topic_states"]:
-            tid = t.get("topic_id")
-            tid = None if tid in (None, _ZERO) else tid
-            parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    if ungrouped:
+        return tuple(part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"])
+    parts: list[_P] = []
+    for t in body["topic_states"]:
+        tid = t.get("topic_id")
+        tid = None if tid in (None, _ZERO) else tid
+        parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    return tuple(parts)
+
+
+def leader_and_isr_from_body(
+    body: dict[str, Any], version: int, listener: str
+) -> LeaderAndIsrRequest:
+    parts = _partition_states(
+        body,
+        version <= 1,
+        LeaderAndIsrPartition,
+        partition_epoch=lambda s: s["partition_epoch"],
+        adding_replicas=lambda s: tuple(s.get("adding_replicas") or ()),
+        removing_replicas=lambda s: tuple(s.get("removing_replicas") or ()),
+        is_new=lambda s: bool(s.get("is_new", False)),
+        leader_recovery_state=lambda s: s.get("leader_recovery_state", 0),
+    )
     leaders = tuple(
         zk.BrokerRegistration(
             id=b["broker_id"],
@@ -142,7 +159,7 @@ def leader_and_isr_from_body(
         controller_id=body["controller_id"],
         controller_epoch=body["controller_epoch"],
         broker_epoch=body.get("broker_epoch", -1),
-        partitions=tuple(parts),
+        partitions=parts,
         live_leaders=leaders,
     )
 
@@ -343,28 +360,13 @@ def update_metadata_body(req: UpdateMetadataRequest, version: int) -> dict[str, 
 
 
 def update_metadata_from_body(body: dict[str, Any], version: int) -> UpdateMetadataRequest:
-    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> UpdateMetadataPartition:
-        return UpdateMetadataPartition(
-            topic=topic,
-            topic_id=topic_id,
-            partition=s["partition_index"],
-            controller_epoch=s["controller_epoch"],
-            leader=s["leader"],
-            leader_epoch=s["leader_epoch"],
-            isr=tuple(s["isr"]),
-            zk_version=s["zk_version"],
-            replicas=tuple(s["replicas"]),
-            offline_replicas=tuple(s.get("offline_replicas") or ()),
-        )
-
-    if version <= 4:
-        parts = [part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"]]
-    else:
-        parts = []
-        for t in body["topic_states"]:
-            tid = t.get("topic_id")
-            tid = None if tid in (None, _ZERO) else tid
-            parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    parts = _partition_states(
+        body,
+        version <= 4,
+        UpdateMetadataPartition,
+        zk_version=lambda s: s["zk_version"],
+        offline_replicas=lambda s: tuple(s.get("offline_replicas") or ()),
+    )
     brokers = []
     for b in body["live_brokers"]:
         if version == 0:
@@ -381,7 +383,7 @@ def update_metadata_from_body(body: dict[str, Any], version: int) -> UpdateMetad
         controller_id=body["controller_id"],
         controller_epoch=body["controller_epoch"],
         broker_epoch=body.get("broker_epoch", -1),
-        partitions=tuple(parts),
+        partitions=parts,
         live_brokers=tuple(brokers),
     )
 

@@ -27,7 +27,6 @@ from .metadata import (
     GroupMetadata,
     GroupState,
     GroupSummary,
-    JoinRequest,
     JoinResult,
     OffsetAndMetadata,
     SyncResult,
@@ -73,6 +72,11 @@ class GroupCoordinator:
         self.membership = GroupMembership(
             self.manager, config, self.rebalancer, self._group_error, self._spawn
         )
+        # The members' own requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+        self.join_group = self.membership.join_group
+        self.sync_group = self.membership.sync_group
+        self.heartbeat = self.membership.heartbeat
+        self.leave_group = self.membership.leave_group
 
     # --- lifecycle and leadership ------------------------------------------------------
 
@@ -127,38 +131,6 @@ class GroupCoordinator:
         if not self.manager.is_local(group_id):
             return ErrorCode.NOT_COORDINATOR
         return None
-
-    # --- member requests (membership.py) -----------------------------------------------
-
-    async def join_group(self, req: JoinRequest) -> JoinResult:
-        return await self.membership.join_group(req)
-
-    async def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> SyncResult:
-        return await self.membership.sync_group(
-            group_id, generation_id, member_id, group_instance_id,
-            protocol_type, protocol_name, assignments,
-        )  # fmt: skip
-
-    def heartbeat(
-        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
-    ) -> ErrorCode:
-        return self.membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
-
-    def leave_group(
-        self, group_id: str, members: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """Members leave (v3+: several, static ones by instance id alone). Returns the
-        top-level error and one error per member."""
-        return self.membership.leave_group(group_id, members)
 
     # --- offsets -----------------------------------------------------------------------
 
