@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from ..protocol.errors import ErrorCode
 from ..replication.replica_manager import ReplicaManager
-from .group.formats import partition_for
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +50,19 @@ class CoordinatorPartitions:
         self,
         replica_manager: ReplicaManager,
         topic: str,
+        key_partition: Callable[[str, int], int],
         *,
         default_partitions: int,
         load_buffer_size: int,
         partition_count: Callable[[], int | None] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        """`partition_count()`: the topic's partition count once it exists (None before);
+        """`key_partition(key, partitions)`: the partition of a group id or transactional id;
+        `partition_count()`: the topic's partition count once it exists (None before);
         `default_partitions` (the broker setting) stands in until then."""
         self.replica_manager = replica_manager
         self.topic = topic
+        self._key_partition = key_partition
         self._default_partitions = default_partitions
         self._load_buffer_size = load_buffer_size
         self._partition_count = partition_count
@@ -73,8 +75,8 @@ class CoordinatorPartitions:
         return n if n else self._default_partitions
 
     def partition_for(self, key: str) -> int:
-        """The partition of a group id or transactional id (the same hash for both topics)."""
-        return partition_for(key, self.num_partitions())
+        """The partition of a group id or transactional id."""
+        return self._key_partition(key, self.num_partitions())
 
     def start_load(
         self, partition: int, epoch: int, load: Callable[[], Coroutine[Any, Any, None]]

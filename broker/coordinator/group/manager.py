@@ -172,6 +172,7 @@ class GroupMetadataManager(CoordinatorPartitions):
         super().__init__(
             replica_manager,
             fmt.OFFSETS_TOPIC,
+            fmt.partition_for,
             default_partitions=config.offsets_topic_num_partitions,
             load_buffer_size=config.load_buffer_size,
             partition_count=partition_count,

@@ -151,6 +151,7 @@ class TransactionStateManager(CoordinatorPartitions):
         super().__init__(
             replica_manager,
             TOPIC,
+            fmt.partition_for,
             default_partitions=config.num_partitions,
             load_buffer_size=config.load_buffer_size,
             partition_count=partition_count,
