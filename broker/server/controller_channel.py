@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ..client.connection import BrokerConnection
@@ -164,21 +164,36 @@ def leader_and_isr_from_body(
     )
 
 
+def _flat_errors_body(
+    partitions: Iterable[LeaderAndIsrPartition | StopReplicaPartition], errors: PartitionErrors
+) -> dict[str, Any]:
+    """The error list of StopReplica and of LeaderAndIsr up to v4: one entry per partition."""
+    return {
+        "error_code": errors.error,
+        "partition_errors": [
+            {
+                "topic_name": p.topic,
+                "partition_index": p.partition,
+                "error_code": errors.error_for((p.topic, p.partition)),
+            }
+            for p in partitions
+        ],
+    }
+
+
+def _flat_errors(body: dict[str, Any]) -> PartitionErrors:
+    """The errors of a StopReplica or LeaderAndIsr (up to v4) response."""
+    out = PartitionErrors(_code(body["error_code"]))
+    for e in body.get("partition_errors") or ():
+        out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
+    return out
+
+
 def leader_and_isr_response_body(
     req: LeaderAndIsrRequest, errors: PartitionErrors, version: int
 ) -> dict[str, Any]:
     if version <= 4:
-        return {
-            "error_code": errors.error,
-            "partition_errors": [
-                {
-                    "topic_name": p.topic,
-                    "partition_index": p.partition,
-                    "error_code": errors.error_for((p.topic, p.partition)),
-                }
-                for p in req.partitions
-            ],
-        }
+        return _flat_errors_body(req.partitions, errors)
     topics: dict[str, dict[str, Any]] = {}
     for p in req.partitions:
         t = topics.setdefault(p.topic, {"topic_id": p.topic_id or _ZERO, "partition_errors": []})
@@ -191,11 +206,9 @@ def leader_and_isr_response_body(
 def leader_and_isr_errors(
     req: LeaderAndIsrRequest, body: dict[str, Any], version: int
 ) -> PartitionErrors:
-    out = PartitionErrors(_code(body["error_code"]))
     if version <= 4:
-        for e in body.get("partition_errors") or ():
-            out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
-        return out
+        return _flat_errors(body)
+    out = PartitionErrors(_code(body["error_code"]))
     names = {p.topic_id or _ZERO: p.topic for p in req.partitions}
     for t in body.get("topics") or ():
         topic = names.get(t["topic_id"])
@@ -277,24 +290,11 @@ def stop_replica_from_body(body: dict[str, Any], version: int) -> StopReplicaReq
 
 
 def stop_replica_response_body(req: StopReplicaRequest, errors: PartitionErrors) -> dict[str, Any]:
-    return {
-        "error_code": errors.error,
-        "partition_errors": [
-            {
-                "topic_name": p.topic,
-                "partition_index": p.partition,
-                "error_code": errors.error_for((p.topic, p.partition)),
-            }
-            for p in req.partitions
-        ],
-    }
+    return _flat_errors_body(req.partitions, errors)
 
 
 def stop_replica_errors(body: dict[str, Any]) -> PartitionErrors:
-    out = PartitionErrors(_code(body["error_code"]))
-    for e in body.get("partition_errors") or ():
-        out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
-    return out
+    return _flat_errors(body)
 
 
 # --- UpdateMetadata ----------------------------------------------------------------------------
