@@ -4,6 +4,7 @@ The request handlers, the dispatcher, the SASL authenticator, the metrics collec
 marker sender are handed the broker as a `BrokerServices`; none of them imports the broker
 module. Dependencies then point one way: broker -> dispatcher -> handlers -> services, and the
 broker process (broker.py) is the only place that knows how the pieces are built and started.
+`led_partition` is the lookup of a partition led here that many requests make through it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..config import BrokerConfig
 from ..coordinator.group import GroupCoordinator
 from ..coordinator.transaction import TransactionCoordinator
 from ..protocol.errors import ErrorCode
+from ..replication.partition import Partition
 from ..replication.producer_ids import ProducerIdManager
 from ..replication.replica_manager import ReplicaManager
 from ..security.service import SecurityService
@@ -97,3 +99,12 @@ class BrokerServices(Protocol):
     async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors: ...
 
     async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode: ...
+
+
+def led_partition(
+    broker: BrokerServices, topic: str, index: int, current_leader_epoch: int = -1
+) -> Partition:
+    """Our leader replica of `topic`-`index`, or the KafkaError a client gets instead (the
+    metadata cache tells an unknown partition from one led elsewhere)."""
+    known = broker.metadata_cache.get_partition(topic, index) is not None
+    return broker.replica_manager.leader_partition(topic, index, known, current_leader_epoch)
