@@ -40,6 +40,7 @@ def join_result(
     leader_id: str | None = None,
     skip_assignment: bool = False,
 ) -> JoinResult:
+    """The JoinGroup answer of `member_id` at the group's generation (members: leader only)."""
     members = group.current_member_metadata() if with_members and group.is_leader(member_id) else []
     leader = group.leader_id if leader_id is None else leader_id
     return JoinResult(
@@ -55,6 +56,7 @@ def join_result(
 
 
 def resolve(fut: asyncio.Future[Any], value: Any) -> None:
+    """Answer a parked JoinGroup or SyncGroup unless it was answered (or gave up) already."""
     if not fut.done():
         fut.set_result(value)
 
