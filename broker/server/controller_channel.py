@@ -55,23 +55,35 @@ class BrokerUnreachableError(Exception):
 # --- LeaderAndIsr ------------------------------------------------------------------------------
 
 
-def _lai_partition(p: LeaderAndIsrPartition, with_topic: bool) -> dict[str, Any]:
+def _partition_state_body(
+    p: LeaderAndIsrPartition | UpdateMetadataPartition, with_topic: bool, **extra: Any
+) -> dict[str, Any]:
+    """A partition state of LeaderAndIsr or UpdateMetadata: the fields both requests share,
+    plus `extra`; the topic name only where the version lists partitions ungrouped."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "controller_epoch": p.controller_epoch,
         "leader": p.leader,
         "leader_epoch": p.leader_epoch,
         "isr": list(p.isr),
-        "partition_epoch": p.partition_epoch,
         "replicas": list(p.replicas),
-        "adding_replicas": list(p.adding_replicas),
-        "removing_replicas": list(p.removing_replicas),
-        "is_new": p.is_new,
-        "leader_recovery_state": p.leader_recovery_state,
+        **extra,
     }
     if with_topic:
         out["topic_name"] = p.topic
     return out
+
+
+def _lai_partition(p: LeaderAndIsrPartition, with_topic: bool) -> dict[str, Any]:
+    return _partition_state_body(
+        p,
+        with_topic,
+        partition_epoch=p.partition_epoch,
+        adding_replicas=list(p.adding_replicas),
+        removing_replicas=list(p.removing_replicas),
+        is_new=p.is_new,
+        leader_recovery_state=p.leader_recovery_state,
+    )
 
 
 def leader_and_isr_body(req: LeaderAndIsrRequest, version: int, listener: str) -> dict[str, Any]:
@@ -301,19 +313,9 @@ def stop_replica_errors(body: dict[str, Any]) -> PartitionErrors:
 
 
 def _um_partition(p: UpdateMetadataPartition, with_topic: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "partition_index": p.partition,
-        "controller_epoch": p.controller_epoch,
-        "leader": p.leader,
-        "leader_epoch": p.leader_epoch,
-        "isr": list(p.isr),
-        "zk_version": p.zk_version,
-        "replicas": list(p.replicas),
-        "offline_replicas": list(p.offline_replicas),
-    }
-    if with_topic:
-        out["topic_name"] = p.topic
-    return out
+    return _partition_state_body(
+        p, with_topic, zk_version=p.zk_version, offline_replicas=list(p.offline_replicas)
+    )
 
 
 def update_metadata_body(req: UpdateMetadataRequest, version: int) -> dict[str, Any]:
