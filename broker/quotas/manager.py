@@ -17,10 +17,11 @@ from .config import (
     CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
-    IP,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
+    Key,
     QuotaConfigCache,
+    ip_key,
 )
 from .rate import SampledRate, TokenBucket, throttle_time_ms, token_throttle_ms
 
@@ -60,9 +61,9 @@ def _user_name(principal: str) -> str:
     return name if sep else principal
 
 
-# Whose usage a meter measures: the (user, client id) group that shares a client quota
-# (Kafka's metric tags, from QuotaConfigCache.find), or ("ip", address) for connections.
-Entity = tuple[object, object]
+# Whose usage a meter measures is named with the quota cache's keys: the (user, client id)
+# group that shares a client quota (Kafka's metric tags, from QuotaConfigCache.find), or
+# ip_key(address) for connections.
 
 
 @dataclass
@@ -83,9 +84,9 @@ class QuotaManager:
     ) -> None:
         self.cache = cache or QuotaConfigCache()
         self.settings = settings or QuotaSettings()
-        self._meters: dict[tuple[QuotaKind, Entity], _Meter] = {}
+        self._meters: dict[tuple[QuotaKind, Key], _Meter] = {}
 
-    def _usage(self, kind: QuotaKind, entity: Entity, now: float) -> SampledRate | TokenBucket:
+    def _usage(self, kind: QuotaKind, entity: Key, now: float) -> SampledRate | TokenBucket:
         meter = self._meters.get((kind, entity))
         if meter is None:
             usage: SampledRate | TokenBucket
@@ -97,23 +98,21 @@ class QuotaManager:
         meter.used = now
         return meter.usage
 
-    def _rate(self, kind: QuotaKind, entity: Entity, now: float) -> SampledRate:
+    def _rate(self, kind: QuotaKind, entity: Key, now: float) -> SampledRate:
         rate = self._usage(kind, entity, now)
         assert isinstance(rate, SampledRate)
         return rate
 
-    def _bucket(self, entity: Entity, now: float) -> TokenBucket:
+    def _bucket(self, entity: Key, now: float) -> TokenBucket:
         bucket = self._usage(QuotaKind.CONTROLLER_MUTATION, entity, now)
         assert isinstance(bucket, TokenBucket)
         return bucket
 
-    def _find(self, principal: str, client_id: str, kind: QuotaKind) -> tuple[float, Entity] | None:
+    def _find(self, principal: str, client_id: str, kind: QuotaKind) -> tuple[float, Key] | None:
         """The client quota that applies and the entity (group) whose usage it bounds."""
         return self.cache.find(_user_name(principal), client_id, kind.value)
 
-    def _record(
-        self, kind: QuotaKind, entity: Entity, bound: float, value: float, now: float
-    ) -> int:
+    def _record(self, kind: QuotaKind, entity: Key, bound: float, value: float, now: float) -> int:
         """Record `value` on the entity's rate; the throttle ms that brings it under `bound`."""
         rate = self._rate(kind, entity, now)
         rate.record(value, now)
@@ -182,7 +181,7 @@ class QuotaManager:
         bound = self.cache.find_ip(address, CONNECTION_CREATION_RATE)
         if bound is None:
             return 0
-        entity = (IP, address)
+        entity = ip_key(address)
         throttle = self._record(QuotaKind.CONNECTION, entity, bound, 1.0, now)
         if throttle > 0:
             self._rate(QuotaKind.CONNECTION, entity, now).record(-1.0, now)
