@@ -4,13 +4,13 @@ The request handlers, the dispatcher, the SASL authenticator, the metrics collec
 marker sender are handed the broker as a `BrokerServices`; none of them imports the broker
 module. Dependencies then point one way: broker -> dispatcher -> handlers -> services, and the
 broker process (broker.py) is the only place that knows how the pieces are built and started.
-`led_partition` is the lookup of a partition led here that many requests make through it.
+`led_partition` and `partition_error` are the partition checks many requests make through it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
@@ -108,3 +108,15 @@ def led_partition(
     metadata cache tells an unknown partition from one led elsewhere)."""
     known = broker.metadata_cache.get_partition(topic, index) is not None
     return broker.replica_manager.leader_partition(topic, index, known, current_leader_epoch)
+
+
+def partition_error(
+    broker: BrokerServices, tp: tuple[str, int], authorized: Container[str]
+) -> ErrorCode | None:
+    """Why a request may not touch partition `tp`: its topic is not among the `authorized`
+    ones, or the partition is unknown to the metadata cache; None when it may."""
+    if tp[0] not in authorized:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if broker.metadata_cache.get_partition(*tp) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return None
