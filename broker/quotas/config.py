@@ -216,6 +216,11 @@ Key = tuple[object, object]
 _IP_KEY = object()
 
 
+def ip_key(address: str) -> Key:
+    """The key of one IP address's own quota (and of its connection-rate meter)."""
+    return _IP_KEY, address
+
+
 class QuotaConfigCache:
     """The quota values of every (user, client-id) entity, for Kafka's precedence lookups.
     Reloaded whole or per entity from the config-change listener (any thread)."""
@@ -300,7 +305,7 @@ class QuotaConfigCache:
     def find_ip(self, address: str, key: str) -> float | None:
         """The quota of one IP address, else the default IP quota."""
         values = self._values
-        for lookup in ((_IP_KEY, address), (_IP_KEY, DEFAULT)):
+        for lookup in (ip_key(address), (_IP_KEY, DEFAULT)):
             found = values.get(lookup)
             if found is not None and key in found:
                 return found[key]

@@ -1,4 +1,4 @@
-"""Per-broker quota enforcement: one sampled rate per quota group and kind.
+"""Per-broker quota enforcement: one meter per quota kind and entity (a client group or an IP).
 
 The server calls `record_and_get_throttle_ms` for each request (bytes produced or fetched, or
 the request's handling time) and delays the response (muting the channel) by the result,
@@ -19,7 +19,9 @@ from .config import (
     CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
+    Key,
     QuotaConfigCache,
+    ip_key,
 )
 from .rate import SampledRate, TokenBucket, throttle_time_ms, token_throttle_ms
 
@@ -59,40 +61,74 @@ def _user_name(principal: str) -> str:
     return name if sep else principal
 
 
+# Whose usage a meter measures is named with the quota cache's keys: the (user, client id)
+# group that shares a client quota (Kafka's metric tags, from QuotaConfigCache.find), or
+# ip_key(address) for connections.
+
+
+@dataclass
+class _Meter:
+    """The usage of one entity under one kind of quota, and when it was last recorded."""
+
+    usage: SampledRate | TokenBucket
+    used: float
+
+
 class QuotaManager:
+    """One meter per (kind, entity): a sampled rate, or for controller mutations the token
+    bucket of KIP-599. Every kind is recorded the same way: find the bound that applies and
+    the entity it bounds, record the usage, and turn the excess into a throttle time."""
+
     def __init__(
         self, cache: QuotaConfigCache | None = None, settings: QuotaSettings | None = None
     ) -> None:
         self.cache = cache or QuotaConfigCache()
         self.settings = settings or QuotaSettings()
-        self._rates: dict[tuple[QuotaKind, object], SampledRate] = {}
-        self._buckets: dict[object, TokenBucket] = {}
-        self._used: dict[object, float] = {}  # last use of each rate and bucket (ms)
+        self._meters: dict[tuple[QuotaKind, Key], _Meter] = {}
 
-    def _rate(self, key: tuple[QuotaKind, object], now: float) -> SampledRate:
-        rate = self._rates.get(key)
-        if rate is None:
-            window_ms = self.settings.window_seconds * 1000.0
-            rate = self._rates[key] = SampledRate(self.settings.samples, window_ms)
-        self._used[key] = now
+    def _usage(self, kind: QuotaKind, entity: Key, now: float) -> SampledRate | TokenBucket:
+        meter = self._meters.get((kind, entity))
+        if meter is None:
+            usage: SampledRate | TokenBucket
+            if kind is QuotaKind.CONTROLLER_MUTATION:
+                usage = TokenBucket()
+            else:
+                usage = SampledRate(self.settings.samples, self.settings.window_seconds * 1000.0)
+            meter = self._meters[(kind, entity)] = _Meter(usage, now)
+        meter.used = now
+        return meter.usage
+
+    def _rate(self, kind: QuotaKind, entity: Key, now: float) -> SampledRate:
+        rate = self._usage(kind, entity, now)
+        assert isinstance(rate, SampledRate)
         return rate
 
+    def _bucket(self, entity: Key, now: float) -> TokenBucket:
+        bucket = self._usage(QuotaKind.CONTROLLER_MUTATION, entity, now)
+        assert isinstance(bucket, TokenBucket)
+        return bucket
+
+    def _find(self, principal: str, client_id: str, kind: QuotaKind) -> tuple[float, Key] | None:
+        """The client quota that applies and the entity (group) whose usage it bounds."""
+        return self.cache.find(_user_name(principal), client_id, kind.value)
+
+    def _record(self, kind: QuotaKind, entity: Key, bound: float, value: float, now: float) -> int:
+        """Record `value` on the entity's rate; the throttle ms that brings it under `bound`."""
+        rate = self._rate(kind, entity, now)
+        rate.record(value, now)
+        return throttle_time_ms(rate.rate(now), bound, rate.window_size_ms(now))
+
     def expire_idle(self, now: float, idle_ms: float = INACTIVE_EXPIRY_MS) -> int:
-        """Forget the rates and buckets of clients idle for `idle_ms` (Kafka expires its quota
-        sensors after an hour), so short-lived client ids and addresses do not pile up."""
+        """Forget the meters of clients idle for `idle_ms` (Kafka expires its quota sensors
+        after an hour), so short-lived client ids and addresses do not pile up."""
         # list(): mutation-quota buckets are touched from the topic admin's thread as well.
-        stale = [k for k, used in list(self._used.items()) if now - used > idle_ms]
+        stale = [k for k, meter in list(self._meters.items()) if now - meter.used > idle_ms]
         for key in stale:
-            self._used.pop(key, None)
-            if isinstance(key, tuple) and key[0] == "bucket":
-                self._buckets.pop(key[1], None)
-            else:
-                self._rates.pop(key, None)  # type: ignore[arg-type]
+            self._meters.pop(key, None)
         return len(stale)
 
     def quota(self, principal: str, client_id: str, kind: QuotaKind | str) -> float | None:
-        kind = QuotaKind(kind) if not isinstance(kind, QuotaKind) else kind
-        found = self.cache.find(_user_name(principal), client_id, kind.value)
+        found = self._find(principal, client_id, QuotaKind(kind))
         return None if found is None else found[0]
 
     def record_and_get_throttle_ms(
@@ -107,22 +143,16 @@ class QuotaManager:
 
         `value`: bytes for PRODUCE/FETCH; handling time in nanoseconds for REQUEST (Kafka
         measures request quotas as a percentage of one thread's time)."""
-        kind = QuotaKind(kind) if not isinstance(kind, QuotaKind) else kind
-        found = self.cache.find(_user_name(principal), client_id, kind.value)
+        kind = QuotaKind(kind)
+        found = self._find(principal, client_id, kind)
         if found is None:
             return 0
-        bound, group = found
-        if kind == QuotaKind.REQUEST:
-            value = value * 100.0 / 1e9
-        rate = self._rate((kind, group), now)
-        window_ms = self.settings.window_seconds * 1000.0
-        rate.record(value, now)
-        measured = rate.rate(now)
-        throttle = throttle_time_ms(measured, bound, rate.window_size_ms(now))
-        if kind == QuotaKind.REQUEST:
-            # Kafka bounds request-quota throttling to one quota window.
-            throttle = min(throttle, int(window_ms))
-        return throttle
+        bound, entity = found
+        if kind is not QuotaKind.REQUEST:
+            return self._record(kind, entity, bound, value, now)
+        throttle = self._record(kind, entity, bound, value * 100.0 / 1e9, now)
+        # Kafka bounds request-quota throttling to one quota window.
+        return min(throttle, self.settings.window_seconds * 1000)
 
     def record_mutations(
         self, principal: str, client_id: str, permits: int, now: float, *, strict: bool
@@ -131,15 +161,12 @@ class QuotaManager:
         quota: (admitted, throttle ms). Strict (newer request versions): refused while the
         bucket is overdrawn, and a request that is admitted is not throttled; permissive:
         always admitted, throttled once overdrawn (KIP-599)."""
-        found = self.cache.find(_user_name(principal), client_id, CONTROLLER_MUTATION_RATE)
+        found = self._find(principal, client_id, QuotaKind.CONTROLLER_MUTATION)
         if found is None:
             return True, 0
-        rate, group = found
+        rate, entity = found
         burst = rate * self.settings.samples * self.settings.window_seconds
-        bucket = self._buckets.get(group)
-        if bucket is None:
-            bucket = self._buckets[group] = TokenBucket()
-        self._used[("bucket", group)] = now
+        bucket = self._bucket(entity, now)
         if strict:
             tokens = bucket.measure(rate, burst, now)
             if tokens < 0:
@@ -154,9 +181,8 @@ class QuotaManager:
         bound = self.cache.find_ip(address, CONNECTION_CREATION_RATE)
         if bound is None:
             return 0
-        rate = self._rate((QuotaKind.CONNECTION, address), now)
-        rate.record(1.0, now)
-        throttle = throttle_time_ms(rate.rate(now), bound, rate.window_size_ms(now))
+        entity = ip_key(address)
+        throttle = self._record(QuotaKind.CONNECTION, entity, bound, 1.0, now)
         if throttle > 0:
-            rate.record(-1.0, now)
+            self._rate(QuotaKind.CONNECTION, entity, now).record(-1.0, now)
         return throttle

@@ -13,11 +13,11 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..client.connection import BrokerConnection
 from ..cluster import zk_data as zk
 from ..cluster.config_changes import ConfigChangeListener
 from ..cluster.control import (
@@ -40,7 +40,6 @@ from ..coordinator.transaction import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..replication.producer_ids import ProducerIdManager
 from ..replication.replica_manager import ReplicaManager
@@ -50,7 +49,8 @@ from ..storage.errors import LogDirError
 from ..storage.log_cleaner import CleanerConfig
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
-from .controller_channel import CONTROLLED_SHUTDOWN_VERSION, RemoteBroker
+from .controlled_shutdown import controlled_shutdown
+from .controller_channel import RemoteBroker
 from .dispatcher import Dispatcher
 from .fetch_session import FetchSessionCache
 from .handlers.sasl import SaslAuthenticator
@@ -61,6 +61,8 @@ from .tls import server_context
 from .txn_markers import MarkerSender
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 TICK_SECONDS = 1.0
 # How long client requests wait, right after start-up, for the first UpdateMetadata.
@@ -211,25 +213,25 @@ class Broker(BrokerControl):
                 ) from e
         self.zk = KafkaZk(self.store)
         # Leaders write their ISR changes to the partition state znodes (replication §3.4).
-        self.replica_manager.attach(self.zk, self._io, config, self.inter_broker_security)
-        await self._io(self.zk.create_top_level_paths)
-        self.cluster_id = await self._io(self.zk.get_or_create_cluster_id)
+        self.replica_manager.attach(self.zk, self.run_io, config, self.inter_broker_security)
+        await self.run_io(self.zk.create_top_level_paths)
+        self.cluster_id = await self.run_io(self.zk.get_or_create_cluster_id)
         self.metadata_cache.cluster_id = self.cluster_id
         if self.broker_id < 0:
             # Like Kafka: a generated id is kept in meta.properties and reused on restart.
             self.broker_id = self._stored_broker_id()
         if self.broker_id < 0:
-            self.broker_id = await self._io(
+            self.broker_id = await self.run_io(
                 self.zk.generate_broker_id, config.get("reserved.broker.max.id")
             )
         if self.broker_id != config.broker_id:
             config.assign_broker_id(self.broker_id)
             self.metadata_cache.broker_id = self.broker_id
             self.replica_manager.broker_id = self.broker_id
-        topics = await self._io(self.zk.get_all_topics)
+        topics = await self.run_io(self.zk.get_all_topics)
         overrides = {}
         for topic in topics:
-            overrides[topic] = await self._io(self.zk.get_entity_config, "topics", topic)
+            overrides[topic] = await self.run_io(self.zk.get_entity_config, "topics", topic)
         self._topic_overrides.update(overrides)
         self.log_manager.startup({t: self._log_config(o) for t, o in overrides.items()})
         self.log_manager.ensure_meta_properties(self.broker_id, self.cluster_id)
@@ -244,7 +246,7 @@ class Broker(BrokerControl):
         await self.server.start()
         port = config.get("prometheus.metrics.port")
         if port >= 0:
-            self.metrics_port = await self._io(
+            self.metrics_port = await self.run_io(
                 self.metrics.serve, config.get("prometheus.metrics.host"), port
             )
         self.broker_epoch = await self._register()
@@ -277,12 +279,13 @@ class Broker(BrokerControl):
                 return int(props["broker.id"])
         return -1
 
-    async def _io(self, fn: Any, *args: Any) -> Any:
+    async def run_io(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking metadata-store call on the broker's executor."""
         return await run_blocking(self.executor, fn, *args)
 
     async def _allocate_producer_ids(self) -> Any:
         assert self.zk is not None
-        return await self._io(self.zk.allocate_producer_id_block, self.broker_id)
+        return await self.run_io(self.zk.allocate_producer_id_block, self.broker_id)
 
     def _on_loop(self, fn: Any) -> Any:
         """From another thread (the log cleaner's): run `fn` on the event loop, which owns the
@@ -330,7 +333,7 @@ class Broker(BrokerControl):
     async def _propagate_log_dir_event(self) -> None:
         for attempt in range(10):
             try:
-                await self._io(self.zk.propagate_log_dir_event, self.broker_id)
+                await self.run_io(self.zk.propagate_log_dir_event, self.broker_id)
                 return
             except Exception:
                 log.warning("cannot announce the log dir failure (attempt %d)", attempt + 1)
@@ -358,7 +361,7 @@ class Broker(BrokerControl):
         waited = False
         while True:
             try:
-                return await self._io(self.zk.register_broker, self._registration())
+                return await self.run_io(self.zk.register_broker, self._registration())
             except BrokerIdInUseError as e:
                 if time.monotonic() > deadline:
                     raise
@@ -372,7 +375,7 @@ class Broker(BrokerControl):
         for _ in range(20):
             try:
                 # The expired session's node is gone: no old registration to wait for.
-                self.broker_epoch = await self._io(self.zk.register_broker, self._registration())
+                self.broker_epoch = await self.run_io(self.zk.register_broker, self._registration())
                 break
             except Exception:
                 log.warning(
@@ -417,68 +420,6 @@ class Broker(BrokerControl):
         if self._fenced_until_epoch is not None and broker_epoch >= self._fenced_until_epoch:
             self._fenced_until_epoch = None
 
-    # --- controlled shutdown (before the listeners close) -----------------------------------
-
-    async def controlled_shutdown(self) -> bool:
-        """Ask the controller to move leadership away, `controlled.shutdown.max.retries` times
-        at most; True when it reports no partition left here."""
-        retries = max(1, self.config.get("controlled.shutdown.max.retries"))
-        backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
-        for attempt in range(1, retries + 1):
-            try:
-                error, remaining = await self._send_controlled_shutdown()
-            except Exception as e:  # noqa: BLE001 - any failure means: retry
-                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
-            else:
-                if error == ErrorCode.NONE and not remaining:
-                    log.info("broker %d: controlled shutdown succeeded", self.broker_id)
-                    return True
-                log.info(
-                    "controlled shutdown attempt %d: %s, %d partitions still led here",
-                    attempt,
-                    error.name,
-                    len(remaining),
-                )
-            if attempt < retries:
-                await asyncio.sleep(backoff)
-        log.warning("broker %d: controlled shutdown failed; shutting down anyway", self.broker_id)
-        return False
-
-    async def _send_controlled_shutdown(self) -> tuple[ErrorCode, list[tuple[str, int]]]:
-        """One attempt. Like Kafka, the controller and its address come from the metadata
-        cache (not ZooKeeper, which may be the reason for the shutdown), and the attempt is
-        bounded by request.timeout.ms."""
-        timeout = self.config.get("request.timeout.ms") / 1000
-        controller_id = self.metadata_cache.controller_id
-        if controller_id is None or controller_id < 0:
-            return ErrorCode.NOT_CONTROLLER, []
-        if controller_id == self.broker_id and self.controller is not None:
-            return await asyncio.wait_for(
-                self.controller.controlled_shutdown(self.broker_id, self.broker_epoch), timeout
-            )
-        ep = self.metadata_cache.endpoint(controller_id, self.config.inter_broker_listener)
-        if ep is None:
-            return ErrorCode.BROKER_NOT_AVAILABLE, []
-        conn = await BrokerConnection.open(
-            ep.host,
-            ep.port,
-            client_id=f"broker-{self.broker_id}",
-            request_timeout=timeout,
-            connect_timeout=timeout,
-            node_id=controller_id,
-            security=self.inter_broker_security,
-        )
-        try:
-            resp = await conn.request(
-                ApiKey.CONTROLLED_SHUTDOWN,
-                {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
-                max_version=CONTROLLED_SHUTDOWN_VERSION,
-            )
-        finally:
-            await conn.close()
-        remaining = [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
-        return ErrorCode(resp["error_code"]), remaining
-
     def advertised_endpoints(self) -> list[Endpoint]:
         """Advertised listeners, with port 0 replaced by the port actually bound."""
         out = []
@@ -516,7 +457,7 @@ class Broker(BrokerControl):
             and self.broker_epoch >= 0  # registered: there may be leadership to hand over
             and self.config.get("controlled.shutdown.enable")
         ):
-            await self.controlled_shutdown()
+            await controlled_shutdown(self)
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -536,7 +477,7 @@ class Broker(BrokerControl):
         await asyncio.to_thread(self.log_manager.stop_cleaner)
         self.log_manager.shutdown()
         if self.store is not None:
-            await self._io(self.store.close)
+            await self.run_io(self.store.close)
         self.executor.shutdown(wait=True)
         if self.started:
             log.info("broker %d stopped", self.broker_id)
@@ -553,7 +494,7 @@ class Broker(BrokerControl):
         self._heard_from_controller(request.controller_epoch)
         for p in request.partitions:
             if p.topic not in self._topic_overrides:
-                self._topic_overrides[p.topic] = await self._io(
+                self._topic_overrides[p.topic] = await self.run_io(
                     self.zk.get_entity_config, "topics", p.topic
                 )
         errors = self.replica_manager.leader_and_isr(request)
@@ -565,10 +506,9 @@ class Broker(BrokerControl):
         self._heard_from_controller(request.controller_epoch)
         errors = self.replica_manager.stop_replica(request)
         for p in request.partitions:
-            if p.topic == OFFSETS_TOPIC:
-                self.group_coordinator.on_resigned(p.partition)
-            elif p.topic == TRANSACTION_STATE_TOPIC:
-                self.txn_coordinator.on_resigned(p.partition)
+            coordinator = self._coordinators().get(p.topic)
+            if coordinator is not None:
+                coordinator.on_resigned(p.partition)
         for p in request.partitions:
             if p.delete:
                 self._topic_overrides.pop(p.topic, None)
@@ -593,13 +533,17 @@ class Broker(BrokerControl):
 
     # --- coordinators: follow the leadership of their internal topics' partitions ----------
 
-    def _coordinator_leadership(
-        self, request: LeaderAndIsrRequest, errors: PartitionErrors
-    ) -> None:
-        coordinators: dict[str, GroupCoordinator | TransactionCoordinator] = {
+    def _coordinators(self) -> dict[str, GroupCoordinator | TransactionCoordinator]:
+        """The coordinator that serves each internal topic's partitions led here."""
+        return {
             OFFSETS_TOPIC: self.group_coordinator,
             TRANSACTION_STATE_TOPIC: self.txn_coordinator,
         }
+
+    def _coordinator_leadership(
+        self, request: LeaderAndIsrRequest, errors: PartitionErrors
+    ) -> None:
+        coordinators = self._coordinators()
         for p in request.partitions:
             coordinator = coordinators.get(p.topic)
             if coordinator is None:

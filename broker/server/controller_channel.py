@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from ..client.connection import BrokerConnection
 from ..client.security import ClientSecurity
@@ -54,23 +55,35 @@ class BrokerUnreachableError(Exception):
 # --- LeaderAndIsr ------------------------------------------------------------------------------
 
 
-def _lai_partition(p: LeaderAndIsrPartition, with_topic: bool) -> dict[str, Any]:
+def _partition_state_body(
+    p: LeaderAndIsrPartition | UpdateMetadataPartition, with_topic: bool, **extra: Any
+) -> dict[str, Any]:
+    """A partition state of LeaderAndIsr or UpdateMetadata: the fields both requests share,
+    plus `extra`; the topic name only where the version lists partitions ungrouped."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "controller_epoch": p.controller_epoch,
         "leader": p.leader,
         "leader_epoch": p.leader_epoch,
         "isr": list(p.isr),
-        "partition_epoch": p.partition_epoch,
         "replicas": list(p.replicas),
-        "adding_replicas": list(p.adding_replicas),
-        "removing_replicas": list(p.removing_replicas),
-        "is_new": p.is_new,
-        "leader_recovery_state": p.leader_recovery_state,
+        **extra,
     }
     if with_topic:
         out["topic_name"] = p.topic
     return out
+
+
+def _lai_partition(p: LeaderAndIsrPartition, with_topic: bool) -> dict[str, Any]:
+    return _partition_state_body(
+        p,
+        with_topic,
+        partition_epoch=p.partition_epoch,
+        adding_replicas=list(p.adding_replicas),
+        removing_replicas=list(p.removing_replicas),
+        is_new=p.is_new,
+        leader_recovery_state=p.leader_recovery_state,
+    )
 
 
 def leader_and_isr_body(req: LeaderAndIsrRequest, version: int, listener: str) -> dict[str, Any]:
@@ -102,13 +115,17 @@ def leader_and_isr_body(req: LeaderAndIsrRequest, version: int, listener: str) -
     return body
 
 
-def leader_and_isr_from_body(
-    body: dict[str, Any], version: int, listener: str
-) -> LeaderAndIsrRequest:
-    parts = []
+_P = TypeVar("_P")
 
-    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> LeaderAndIsrPartition:
-        return LeaderAndIsrPartition(
+
+def _partition_states(
+    body: dict[str, Any], ungrouped: bool, make: Callable[..., _P], **extra: Callable[[dict], Any]
+) -> tuple[_P, ...]:
+    """The partition states of a LeaderAndIsr or UpdateMetadata body, ungrouped (old versions)
+    or grouped by topic: the fields both requests share, plus `extra` (field -> reader)."""
+
+    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> _P:
+        return make(
             topic=topic,
             topic_id=topic_id,
             partition=s["partition_index"],
@@ -116,21 +133,33 @@ def leader_and_isr_from_body(
             leader=s["leader"],
             leader_epoch=s["leader_epoch"],
             isr=tuple(s["isr"]),
-            partition_epoch=s["partition_epoch"],
             replicas=tuple(s["replicas"]),
-            adding_replicas=tuple(s.get("adding_replicas") or ()),
-            removing_replicas=tuple(s.get("removing_replicas") or ()),
-            is_new=bool(s.get("is_new", False)),
-            leader_recovery_state=s.get("leader_recovery_state", 0),
+            **{name: read(s) for name, read in extra.items()},
         )
 
-    if version <= 1:
-        parts = [part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"]]
-    else:
-        for t in body["topic_states"]:
-            tid = t.get("topic_id")
-            tid = None if tid in (None, _ZERO) else tid
-            parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    if ungrouped:
+        return tuple(part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"])
+    parts: list[_P] = []
+    for t in body["topic_states"]:
+        tid = t.get("topic_id")
+        tid = None if tid in (None, _ZERO) else tid
+        parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    return tuple(parts)
+
+
+def leader_and_isr_from_body(
+    body: dict[str, Any], version: int, listener: str
+) -> LeaderAndIsrRequest:
+    parts = _partition_states(
+        body,
+        version <= 1,
+        LeaderAndIsrPartition,
+        partition_epoch=lambda s: s["partition_epoch"],
+        adding_replicas=lambda s: tuple(s.get("adding_replicas") or ()),
+        removing_replicas=lambda s: tuple(s.get("removing_replicas") or ()),
+        is_new=lambda s: bool(s.get("is_new", False)),
+        leader_recovery_state=lambda s: s.get("leader_recovery_state", 0),
+    )
     leaders = tuple(
         zk.BrokerRegistration(
             id=b["broker_id"],
@@ -142,26 +171,41 @@ def leader_and_isr_from_body(
         controller_id=body["controller_id"],
         controller_epoch=body["controller_epoch"],
         broker_epoch=body.get("broker_epoch", -1),
-        partitions=tuple(parts),
+        partitions=parts,
         live_leaders=leaders,
     )
+
+
+def _flat_errors_body(
+    partitions: Iterable[LeaderAndIsrPartition | StopReplicaPartition], errors: PartitionErrors
+) -> dict[str, Any]:
+    """The error list of StopReplica and of LeaderAndIsr up to v4: one entry per partition."""
+    return {
+        "error_code": errors.error,
+        "partition_errors": [
+            {
+                "topic_name": p.topic,
+                "partition_index": p.partition,
+                "error_code": errors.error_for((p.topic, p.partition)),
+            }
+            for p in partitions
+        ],
+    }
+
+
+def _flat_errors(body: dict[str, Any]) -> PartitionErrors:
+    """The errors of a StopReplica or LeaderAndIsr (up to v4) response."""
+    out = PartitionErrors(_code(body["error_code"]))
+    for e in body.get("partition_errors") or ():
+        out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
+    return out
 
 
 def leader_and_isr_response_body(
     req: LeaderAndIsrRequest, errors: PartitionErrors, version: int
 ) -> dict[str, Any]:
     if version <= 4:
-        return {
-            "error_code": errors.error,
-            "partition_errors": [
-                {
-                    "topic_name": p.topic,
-                    "partition_index": p.partition,
-                    "error_code": errors.error_for((p.topic, p.partition)),
-                }
-                for p in req.partitions
-            ],
-        }
+        return _flat_errors_body(req.partitions, errors)
     topics: dict[str, dict[str, Any]] = {}
     for p in req.partitions:
         t = topics.setdefault(p.topic, {"topic_id": p.topic_id or _ZERO, "partition_errors": []})
@@ -174,11 +218,9 @@ def leader_and_isr_response_body(
 def leader_and_isr_errors(
     req: LeaderAndIsrRequest, body: dict[str, Any], version: int
 ) -> PartitionErrors:
-    out = PartitionErrors(_code(body["error_code"]))
     if version <= 4:
-        for e in body.get("partition_errors") or ():
-            out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
-        return out
+        return _flat_errors(body)
+    out = PartitionErrors(_code(body["error_code"]))
     names = {p.topic_id or _ZERO: p.topic for p in req.partitions}
     for t in body.get("topics") or ():
         topic = names.get(t["topic_id"])
@@ -260,43 +302,20 @@ def stop_replica_from_body(body: dict[str, Any], version: int) -> StopReplicaReq
 
 
 def stop_replica_response_body(req: StopReplicaRequest, errors: PartitionErrors) -> dict[str, Any]:
-    return {
-        "error_code": errors.error,
-        "partition_errors": [
-            {
-                "topic_name": p.topic,
-                "partition_index": p.partition,
-                "error_code": errors.error_for((p.topic, p.partition)),
-            }
-            for p in req.partitions
-        ],
-    }
+    return _flat_errors_body(req.partitions, errors)
 
 
 def stop_replica_errors(body: dict[str, Any]) -> PartitionErrors:
-    out = PartitionErrors(_code(body["error_code"]))
-    for e in body.get("partition_errors") or ():
-        out.partitions[(e["topic_name"], e["partition_index"])] = _code(e["error_code"])
-    return out
+    return _flat_errors(body)
 
 
 # --- UpdateMetadata ----------------------------------------------------------------------------
 
 
 def _um_partition(p: UpdateMetadataPartition, with_topic: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "partition_index": p.partition,
-        "controller_epoch": p.controller_epoch,
-        "leader": p.leader,
-        "leader_epoch": p.leader_epoch,
-        "isr": list(p.isr),
-        "zk_version": p.zk_version,
-        "replicas": list(p.replicas),
-        "offline_replicas": list(p.offline_replicas),
-    }
-    if with_topic:
-        out["topic_name"] = p.topic
-    return out
+    return _partition_state_body(
+        p, with_topic, zk_version=p.zk_version, offline_replicas=list(p.offline_replicas)
+    )
 
 
 def update_metadata_body(req: UpdateMetadataRequest, version: int) -> dict[str, Any]:
@@ -343,28 +362,13 @@ def update_metadata_body(req: UpdateMetadataRequest, version: int) -> dict[str, 
 
 
 def update_metadata_from_body(body: dict[str, Any], version: int) -> UpdateMetadataRequest:
-    def part(topic: str, topic_id: uuid.UUID | None, s: dict[str, Any]) -> UpdateMetadataPartition:
-        return UpdateMetadataPartition(
-            topic=topic,
-            topic_id=topic_id,
-            partition=s["partition_index"],
-            controller_epoch=s["controller_epoch"],
-            leader=s["leader"],
-            leader_epoch=s["leader_epoch"],
-            isr=tuple(s["isr"]),
-            zk_version=s["zk_version"],
-            replicas=tuple(s["replicas"]),
-            offline_replicas=tuple(s.get("offline_replicas") or ()),
-        )
-
-    if version <= 4:
-        parts = [part(s["topic_name"], None, s) for s in body["ungrouped_partition_states"]]
-    else:
-        parts = []
-        for t in body["topic_states"]:
-            tid = t.get("topic_id")
-            tid = None if tid in (None, _ZERO) else tid
-            parts.extend(part(t["topic_name"], tid, s) for s in t["partition_states"])
+    parts = _partition_states(
+        body,
+        version <= 4,
+        UpdateMetadataPartition,
+        zk_version=lambda s: s["zk_version"],
+        offline_replicas=lambda s: tuple(s.get("offline_replicas") or ()),
+    )
     brokers = []
     for b in body["live_brokers"]:
         if version == 0:
@@ -381,7 +385,7 @@ def update_metadata_from_body(body: dict[str, Any], version: int) -> UpdateMetad
         controller_id=body["controller_id"],
         controller_epoch=body["controller_epoch"],
         broker_epoch=body.get("broker_epoch", -1),
-        partitions=tuple(parts),
+        partitions=parts,
         live_brokers=tuple(brokers),
     )
 

@@ -27,7 +27,7 @@ from .network import CloseConnection, Connection
 from .throttling import apply_quotas, client_throttles, limit_fetch
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _not_served(conn: Connection, header: codec.RequestHeader) -> list[Any]:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> list[Any] | None:
@@ -150,7 +150,7 @@ class Dispatcher:
             return
         throttle_ms = apply_quotas(
             security.quotas,
-            self.broker,
+            self.broker.fetch_sessions,
             conn.principal,
             header.client_id or "",
             header.api_key,

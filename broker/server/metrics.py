@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from ..protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 100
 
 
 class _StateCollector(Collector):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -72,7 +72,7 @@ class _StateCollector(Collector):
         )  # fmt: skip
 
 
-def _storage_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
+def _storage_metrics(broker: BrokerServices) -> Iterator[GaugeMetricFamily]:
     """Kafka's kafka.log:type=LogCleaner, LogCleanerManager and LogManager gauges."""
     lm = broker.log_manager
     manager = lm.cleaner_manager
@@ -121,7 +121,7 @@ def _storage_metrics(broker: Broker) -> Iterator[GaugeMetricFamily]:
 class BrokerMetrics:
     """One registry per broker, so several brokers can live in one process (tests)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.registry = CollectorRegistry()
         reg = self.registry
         self.messages_in = Counter(

@@ -18,7 +18,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.messages import REGISTRY
 from ..quotas.manager import QuotaKind, QuotaManager
-from .fetch_session import FINAL_EPOCH, INITIAL_EPOCH
+from .fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSessionCache
 
 # The first response version whose clients throttle themselves (Kafka's shouldClientThrottle).
 # APIs added after KIP-219 are not listed: every version of them does.
@@ -180,7 +180,7 @@ def limit_fetch(
 
 def apply_quotas(
     quotas: QuotaManager,
-    broker: Any,
+    fetch_sessions: FetchSessionCache | None,
     principal: str,
     client_id: str,
     api_key: int,
@@ -193,7 +193,8 @@ def apply_quotas(
     """Record this request against its quotas; return the throttle time (0: none).
 
     Puts the time in the response's `throttle_time_ms`; a throttled consumer fetch is answered
-    empty (and its bytes unrecorded), as Kafka does, so throttled data is fetched again later."""
+    empty (and its bytes unrecorded), as Kafka does, so throttled data is fetched again later
+    (and its new fetch session, if it opened one, dropped from `fetch_sessions`)."""
     if api_key in _EXEMPT:
         return 0
     follower = api_key == ApiKey.FETCH and is_follower_fetch(version, request)
@@ -220,7 +221,9 @@ def apply_quotas(
         return 0
     if response is not None:
         if api_key == ApiKey.FETCH:
-            _empty_fetch(quotas, broker, principal, client_id, request, response, fetched, now_ms)
+            _empty_fetch(
+                quotas, fetch_sessions, principal, client_id, request, response, fetched, now_ms
+            )
         if has_throttle_field(api_key, version):
             response["throttle_time_ms"] = throttle
     return throttle
@@ -228,7 +231,7 @@ def apply_quotas(
 
 def _empty_fetch(
     quotas: QuotaManager,
-    broker: Any,
+    fetch_sessions: FetchSessionCache | None,
     principal: str,
     client_id: str,
     request: dict[str, Any],
@@ -244,5 +247,6 @@ def _empty_fetch(
     session_id = response.get("session_id", 0)
     if session_id and request.get("session_epoch", FINAL_EPOCH) == INITIAL_EPOCH:
         # Kafka creates no session for a throttled full fetch: the client starts over.
-        broker.fetch_sessions.remove(session_id)
+        if fetch_sessions is not None:
+            fetch_sessions.remove(session_id)
         response["session_id"] = 0

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..client.connection import BrokerConnection
 from ..coordinator.group import OFFSETS_TOPIC
@@ -24,9 +24,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records.record import ControlType, build_control_batch
 from ..replication.producer_state import AppendOrigin
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .services import BrokerServices, led_partition
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +34,10 @@ _PRODUCE_VERSION = 9
 
 
 async def write_markers(
-    broker: Broker, markers: list[MarkerEntry]
+    broker: BrokerServices, markers: list[MarkerEntry]
 ) -> dict[int, dict[TopicPartition, ErrorCode]]:
     """Append each entry's marker to its partitions (led here); errors per producer id."""
     rm = broker.replica_manager
-    cache = broker.metadata_cache
     timeout_s = broker.config.get("request.timeout.ms") / 1000
     out: dict[int, dict[TopicPartition, ErrorCode]] = {}
     waits: list[tuple[MarkerEntry, TopicPartition, Any, int]] = []
@@ -50,7 +47,7 @@ async def write_markers(
         kind = ControlType.COMMIT if m.committed else ControlType.ABORT
         for tp in sorted(m.partitions):
             try:
-                partition = rm.leader_partition(*tp, cache.get_partition(*tp) is not None)
+                partition = led_partition(broker, *tp)
             except KafkaError as e:
                 errors[tp] = ErrorCode.of(e.code)
                 continue
@@ -140,7 +137,7 @@ def errors_from_body(body: dict[str, Any]) -> dict[int, dict[TopicPartition, Err
 class MarkerSender:
     """The transaction coordinator's way to the partition leaders."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self._conns: dict[int, BrokerConnection] = {}
 

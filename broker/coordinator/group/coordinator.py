@@ -1,12 +1,12 @@
-"""The classic group coordinator: JoinGroup/SyncGroup rebalances, heartbeats, leaving, offset
-commits and fetches, and the admin views of groups (reference §4.3).
+"""The classic group coordinator: the entry point of every group request, offset commits and
+fetches, and the admin views of groups (reference §4.3).
 
-Everything runs on the broker's event loop. A JoinGroup or SyncGroup that must wait for the
-rest of the group parks on a future that the state machine resolves; timers (loop.call_later)
-stand in for Kafka's purgatories: the join completion (with group.initial.rebalance.delay.ms for
-an empty group), the sync deadline and each member's session expiry. State changes happen
-synchronously between awaits, so no locks are needed; the only awaits are the writes to
-__consumer_offsets, after which the state is checked again (as Kafka's callbacks do).
+Everything runs on the broker's event loop. The members' requests (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) are handled in membership.py, the rebalance and session timers that stand
+in for Kafka's purgatories in rebalance.py, the reads and writes of __consumer_offsets in
+manager.py. State changes happen synchronously between awaits, so no locks are needed; the only
+awaits are the writes to __consumer_offsets, after which the state is checked again (as Kafka's
+callbacks do).
 """
 
 from __future__ import annotations
@@ -16,30 +16,26 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...replication.replica_manager import ReplicaManager
-from ...wait_time import waiting
 from .manager import GroupCoordinatorConfig, GroupMetadataManager, now_ms
+from .membership import GroupMembership, member_error
 from .metadata import (
     GroupMetadata,
     GroupState,
     GroupSummary,
-    JoinRequest,
     JoinResult,
-    MemberMetadata,
     OffsetAndMetadata,
     SyncResult,
     TopicPartition,
 )
+from .rebalance import Rebalancer
 
 log = logging.getLogger(__name__)
 
-# A member that joined but never finished a rebalance expires after this long.
-NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 # APIs that accept the empty group id (offsets of the "" group, admin views of every group).
 _EMPTY_ID_ALLOWED = frozenset(
     {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS}
@@ -50,17 +46,9 @@ PartitionOffset = tuple[int, int, str, ErrorCode]  # offset, leader epoch, metad
 __all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "JoinResult", "SyncResult"]
 
 
-@dataclass
-class _JoinOp:
-    """A pending completion of the join phase (Kafka's DelayedJoin / InitialDelayedJoin)."""
-
-    initial: bool
-    delay_ms: int
-    remaining_ms: int
-    handle: asyncio.TimerHandle | None = None
-
-
 class GroupCoordinator:
+    """Serves the groups whose __consumer_offsets partition this broker leads."""
+
     def __init__(
         self,
         replica_manager: ReplicaManager,
@@ -80,6 +68,15 @@ class GroupCoordinator:
         self._active = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
+        self.rebalancer = Rebalancer(self.manager, config, self._spawn)
+        self.membership = GroupMembership(
+            self.manager, config, self.rebalancer, self._group_error, self._spawn
+        )
+        # The members' own requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+        self.join_group = self.membership.join_group
+        self.sync_group = self.membership.sync_group
+        self.heartbeat = self.membership.heartbeat
+        self.leave_group = self.membership.leave_group
 
     # --- lifecycle and leadership ------------------------------------------------------
 
@@ -93,18 +90,18 @@ class GroupCoordinator:
             self._expiry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._expiry_task
-        self.manager.shutdown(self._on_group_unloaded)
+        self.manager.shutdown(self.rebalancer.on_group_unloaded)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def on_elected(self, partition: int, epoch: int) -> None:
         """This broker now leads __consumer_offsets-`partition`: load its groups."""
-        self.manager.schedule_load(partition, epoch, self._on_group_loaded)
+        self.manager.schedule_load(partition, epoch, self.rebalancer.on_group_loaded)
 
     def on_resigned(self, partition: int) -> None:
         """This broker no longer leads __consumer_offsets-`partition`."""
-        self.manager.unload_partition(partition, self._on_group_unloaded)
+        self.manager.unload_partition(partition, self.rebalancer.on_group_unloaded)
 
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
@@ -122,26 +119,6 @@ class GroupCoordinator:
         if not task.cancelled() and task.exception() is not None:
             log.error("group coordinator task failed", exc_info=task.exception())
 
-    def _on_group_loaded(self, group: GroupMetadata) -> None:
-        if group.size > self.config.max_size:
-            self._prepare_rebalance(group, "freshly loaded group is over capacity")
-        for member in list(group.members.values()):
-            self._schedule_heartbeat(group, member)
-
-    def _on_group_unloaded(self, group: GroupMetadata) -> None:
-        previous = group.state
-        if previous is not GroupState.DEAD:
-            group.transition_to(GroupState.DEAD, now_ms())
-        self._cancel_join_op(group)
-        self._remove_sync_expiration(group)
-        for handle in group.pending_expiry.values():
-            handle.cancel()
-        group.pending_expiry.clear()
-        for member in group.members.values():
-            group.maybe_invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
-            group.maybe_invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
-            member.cancel_expiry()
-
     # --- validation --------------------------------------------------------------------
 
     def _group_error(self, group_id: str | None, api: int) -> ErrorCode | None:
@@ -154,667 +131,6 @@ class GroupCoordinator:
         if not self.manager.is_local(group_id):
             return ErrorCode.NOT_COORDINATOR
         return None
-
-    @staticmethod
-    def _validate_member(
-        group: GroupMetadata, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        if group.has_static_member(instance_id):
-            if group.static_member_id(instance_id) != member_id:
-                log.info(
-                    "static member %s of group %s with unknown member id %s is fenced",
-                    instance_id, group.group_id, member_id,
-                )  # fmt: skip
-                return ErrorCode.FENCED_INSTANCE_ID
-            return None
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
-
-    # --- JoinGroup ---------------------------------------------------------------------
-
-    async def join_group(self, req: JoinRequest) -> JoinResult:
-        member_id = req.member_id
-        error = self._group_error(req.group_id, ApiKey.JOIN_GROUP)
-        if error is not None:
-            return JoinResult(member_id, error)
-        if not (
-            self.config.min_session_timeout_ms
-            <= req.session_timeout_ms
-            <= self.config.max_session_timeout_ms
-        ):
-            return JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
-        is_unknown = member_id == ""
-        group = self.manager.get_group(req.group_id)
-        if group is None:
-            if not is_unknown:
-                return JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
-            group = self.manager.add_group(GroupMetadata(req.group_id, GroupState.EMPTY, now_ms()))
-        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        if not self._accept_joining_member(group, member_id):
-            member = group.members.get(member_id)
-            if member is not None:
-                group.maybe_invoke_join(member, JoinResult("", ErrorCode.GROUP_MAX_SIZE_REACHED))
-                member.cancel_expiry()
-            group.remove(member_id)
-            _resolve(fut, JoinResult("", ErrorCode.GROUP_MAX_SIZE_REACHED))
-        elif is_unknown:
-            self._new_member_join(group, req, fut)
-        else:
-            self._current_member_join(group, req, fut)
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            self._check_join(group)
-        with waiting():  # until the rebalance (or the leader's assignment) completes
-            return await fut
-
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
-        state = group.state
-        if state in (GroupState.EMPTY, GroupState.DEAD):
-            return True
-        if state is GroupState.PREPARING_REBALANCE:
-            member = group.members.get(member_id)
-            return (
-                member is not None and member.is_awaiting_join
-            ) or group.num_awaiting_join < self.config.max_size
-        return group.has(member_id) or group.size < self.config.max_size
-
-    def _protocol_error(self, group: GroupMetadata, req: JoinRequest) -> ErrorCode | None:
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if not group.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        return None
-
-    def _new_member_join(
-        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinResult]
-    ) -> None:
-        error = self._protocol_error(group, req)
-        if error is not None:
-            _resolve(fut, JoinResult("", error))
-            return
-        instance_id = req.instance_id
-        new_member_id = group.generate_member_id(req.client_id, instance_id)
-        if instance_id is not None:
-            old_member_id = group.static_member_id(instance_id)
-            if old_member_id is not None:
-                log.info(
-                    "static member %s of group %s rejoins (%s): %s replaces %s",
-                    instance_id, group.group_id, group.state.value, new_member_id, old_member_id,
-                )  # fmt: skip
-                self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, req, fut
-                )
-            else:
-                self._add_member_and_rebalance(group, new_member_id, instance_id, req, fut)
-        elif req.require_known_member_id:
-            # KIP-394: hand out the id first; the member joins for real with it.
-            group.pending_members.add(new_member_id)
-            loop = asyncio.get_running_loop()
-            group.pending_expiry[new_member_id] = loop.call_later(
-                req.session_timeout_ms / 1000, self._on_expire_pending, group, new_member_id
-            )
-            _resolve(fut, JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
-        else:
-            self._add_member_and_rebalance(group, new_member_id, None, req, fut)
-
-    def _current_member_join(
-        self, group: GroupMetadata, req: JoinRequest, fut: asyncio.Future[JoinResult]
-    ) -> None:
-        member_id = req.member_id
-        error = self._protocol_error(group, req)
-        if error is not None:
-            _resolve(fut, JoinResult(member_id, error))
-            return
-        if group.is_pending_member(member_id):
-            if req.instance_id is not None:
-                # A pending member id was never handed to a static member.
-                _resolve(fut, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-                return
-            self._add_member_and_rebalance(group, member_id, None, req, fut)
-            return
-        error = self._validate_member(group, member_id, req.instance_id)
-        if error is not None:
-            _resolve(fut, JoinResult(member_id, error))
-            return
-        member = group.get(member_id)
-        protocols = req.protocols
-        state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, req.reason, fut)
-        elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
-                # The member missed the join response: answer with this generation again.
-                _resolve(fut, self._join_result(group, member_id, with_members=True))
-            else:
-                self._update_member_and_rebalance(
-                    group, member, protocols, f"metadata of {member_id} changed", fut
-                )
-        elif state is GroupState.STABLE:
-            if group.is_leader(member_id):
-                # The leader rejoins to make the group reassign (e.g. topic metadata changed).
-                self._update_member_and_rebalance(
-                    group, member, protocols, f"leader {member_id} rejoins", fut
-                )
-            elif not member.matches(protocols):
-                self._update_member_and_rebalance(
-                    group, member, protocols, f"metadata of {member_id} changed", fut
-                )
-            else:
-                _resolve(fut, self._join_result(group, member_id, with_members=False))
-        else:
-            _resolve(fut, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
-
-    def _join_result(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        *,
-        with_members: bool,
-        leader_id: str | None = None,
-        skip_assignment: bool = False,
-    ) -> JoinResult:
-        members = (
-            group.current_member_metadata() if with_members and group.is_leader(member_id) else []
-        )
-        leader = group.leader_id if leader_id is None else leader_id
-        return JoinResult(
-            member_id=member_id,
-            error=ErrorCode.NONE,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=leader or "",
-            skip_assignment=skip_assignment,
-            members=members,
-        )
-
-    def _add_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        instance_id: str | None,
-        req: JoinRequest,
-        fut: asyncio.Future[JoinResult],
-    ) -> None:
-        member = req.new_member(member_id, instance_id)
-        member.is_new = True
-        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True
-        pending = group.pending_expiry.pop(member_id, None)
-        if pending is not None:
-            pending.cancel()
-        group.add(member, fut)
-        # Until its first rebalance completes a new member has no session to time out; the
-        # join timeout removes members whose client gave up.
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(
-            group, f"adding member {member_id} (instance {instance_id}); reason: {req.reason}"
-        )
-
-    def _update_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        reason: str,
-        fut: asyncio.Future[JoinResult],
-    ) -> None:
-        group.update_member(member, protocols, fut)
-        self._maybe_prepare_rebalance(group, reason)
-
-    def _update_static_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        old_member_id: str,
-        new_member_id: str,
-        req: JoinRequest,
-        fut: asyncio.Future[JoinResult],
-    ) -> None:
-        instance_id = req.instance_id
-        assert instance_id is not None
-        protocols = req.protocols
-        reason = req.reason
-        supports_skip_assignment = req.supports_skip_assignment
-        current_leader = group.leader_id
-        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(group, member)
-        old_protocols = member.supported_protocols
-        group.update_member(member, protocols, fut)
-        state = group.state
-        if state is GroupState.STABLE:
-            if group.protocol_name == group.select_protocol():
-                # Same protocol next generation: no rebalance, persist the new member id.
-                assignment = {m.member_id: m.assignment for m in group.members.values()}
-                write = self.manager.store_group(group, assignment)
-                self._spawn(
-                    self._finish_static_rejoin(
-                        group, member, write, old_member_id, new_member_id, instance_id,
-                        old_protocols, current_leader, supports_skip_assignment,
-                    )
-                )  # fmt: skip
-            else:
-                self._maybe_prepare_rebalance(
-                    group, f"static member {instance_id} rejoined with another protocol"
-                )
-        elif state is GroupState.COMPLETING_REBALANCE:
-            self._maybe_prepare_rebalance(
-                group, f"static member {instance_id} rejoined during the sync phase; {reason}"
-            )
-        # PreparingRebalance: the member simply takes part in the rebalance under way.
-
-    async def _finish_static_rejoin(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        write: Coroutine[Any, Any, ErrorCode],
-        old_member_id: str,
-        new_member_id: str,
-        instance_id: str,
-        old_protocols: list[tuple[str, bytes]],
-        current_leader: str | None,
-        supports_skip_assignment: bool,
-    ) -> None:
-        error = await write
-        if group.members.get(new_member_id) is not member:
-            return
-        if error != ErrorCode.NONE:
-            log.warning(
-                "group %s: persisting static member %s failed (%s); reverting",
-                group.group_id, instance_id, error.name,
-            )  # fmt: skip
-            fut = member.join_future
-            group.update_member(member, old_protocols, None)
-            old = group.replace_static_member(instance_id, new_member_id, old_member_id)
-            self._schedule_heartbeat(group, old)
-            result = JoinResult(
-                "", error, group.generation_id, group.protocol_type, group.protocol_name,
-                current_leader or "",
-            )  # fmt: skip
-            _resolve(fut, result)
-            return
-        if supports_skip_assignment:
-            # JoinGroup v9+: the leader learns it leads but keeps the current assignment.
-            is_leader = group.is_leader(new_member_id)
-            result = self._join_result(
-                group, new_member_id, with_members=is_leader, skip_assignment=is_leader
-            )
-        else:
-            # Older clients: name the old leader so that nobody runs a pointless assignment.
-            result = self._join_result(
-                group, new_member_id, with_members=False, leader_id=current_leader
-            )
-        group.maybe_invoke_join(member, result)
-
-    # --- rebalance machinery -----------------------------------------------------------
-
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._remove_sync_expiration(group)
-        if group.is_(GroupState.EMPTY):
-            delay = self.config.initial_rebalance_delay_ms
-            op = _JoinOp(True, delay, max(group.rebalance_timeout_ms() - delay, 0))
-        else:
-            op = _JoinOp(False, group.rebalance_timeout_ms(), 0)
-        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
-        log.info(
-            "preparing to rebalance group %s (generation %d): %s",
-            group.group_id, group.generation_id, reason,
-        )  # fmt: skip
-        self._watch_join(group, op)
-
-    def _watch_join(self, group: GroupMetadata, op: _JoinOp) -> None:
-        if not op.initial and group.has_all_members_joined():
-            self._complete_join(group)
-            return
-        group.join_op = op
-        op.handle = asyncio.get_running_loop().call_later(
-            op.delay_ms / 1000, self._on_join_timer, group, op
-        )
-
-    def _cancel_join_op(self, group: GroupMetadata) -> None:
-        op = group.join_op
-        if isinstance(op, _JoinOp) and op.handle is not None:
-            op.handle.cancel()
-        group.join_op = None
-
-    def _check_join(self, group: GroupMetadata) -> None:
-        """Complete the join phase early once every member has rejoined."""
-        op = group.join_op
-        if isinstance(op, _JoinOp) and not op.initial and group.has_all_members_joined():
-            self._cancel_join_op(group)
-            self._complete_join(group)
-
-    def _on_join_timer(self, group: GroupMetadata, op: _JoinOp) -> None:
-        if group.join_op is not op:
-            return
-        group.join_op = None
-        if op.initial and group.new_member_added and op.remaining_ms != 0:
-            # More members arrived during the initial delay: wait a little longer.
-            group.new_member_added = False
-            delay = min(self.config.initial_rebalance_delay_ms, op.remaining_ms)
-            remaining = max(op.remaining_ms - op.delay_ms, 0)
-            self._watch_join(group, _JoinOp(True, delay, remaining))
-        else:
-            self._complete_join(group)
-
-    def _complete_join(self, group: GroupMetadata) -> None:
-        for member in [m for m in group.not_yet_rejoined() if not m.is_static]:
-            log.info(
-                "group %s: member %s did not rejoin in time, removing it",
-                group.group_id, member.member_id,
-            )  # fmt: skip
-            group.remove(member.member_id)
-            member.cancel_expiry()
-        if group.is_(GroupState.DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Nobody rejoined: wait again until session expiry removes the silent members.
-            log.error("group %s could not rebalance: no member rejoined", group.group_id)
-            self._watch_join(group, _JoinOp(False, group.rebalance_timeout_ms(), 0))
-            return
-        group.init_next_generation(now_ms())
-        if group.is_(GroupState.EMPTY):
-            log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
-            self._spawn(self.manager.store_group(group, {}))
-            return
-        log.info(
-            "group %s: generation %d with %d members, protocol %s",
-            group.group_id, group.generation_id, group.size, group.protocol_name,
-        )  # fmt: skip
-        for member in list(group.members.values()):
-            group.maybe_invoke_join(
-                member, self._join_result(group, member.member_id, with_members=True)
-            )
-            self._schedule_heartbeat(group, member)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        self._schedule_pending_sync(group)
-
-    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
-        generation = group.generation_id
-        if self._sync_complete(group, generation):
-            return
-        handle = asyncio.get_running_loop().call_later(
-            group.rebalance_timeout_ms() / 1000, self._on_sync_expired, group, generation
-        )
-        group.sync_op = (generation, handle)
-
-    @staticmethod
-    def _sync_complete(group: GroupMetadata, generation: int) -> bool:
-        if generation != group.generation_id:
-            return True
-        if group.state in (
-            GroupState.DEAD,
-            GroupState.EMPTY,
-            GroupState.PREPARING_REBALANCE,
-        ):
-            return True
-        return not group.pending_sync_members
-
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        op = group.sync_op
-        if op is not None and self._sync_complete(group, op[0]):
-            op[1].cancel()
-            group.sync_op = None
-
-    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
-        group.pending_sync_members.clear()
-        if group.sync_op is not None:
-            group.sync_op[1].cancel()
-            group.sync_op = None
-
-    def _on_sync_expired(self, group: GroupMetadata, generation: int) -> None:
-        group.sync_op = None
-        if generation != group.generation_id:
-            return
-        if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            missing = list(group.pending_sync_members)
-            if not missing:
-                return
-            for member_id in missing:
-                member = group.members.get(member_id)
-                group.remove(member_id)
-                if member is not None:
-                    member.cancel_expiry()
-            self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time")
-
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
-        ok = error == ErrorCode.NONE
-        ptype = group.protocol_type if ok else None
-        pname = group.protocol_name if ok else None
-        for member in list(group.members.values()):
-            result = SyncResult(error, ptype, pname, member.assignment)
-            if group.maybe_invoke_sync(member, result):
-                # Sessions restart once members have their assignment.
-                self._schedule_heartbeat(group, member)
-
-    # --- sessions ----------------------------------------------------------------------
-
-    def _schedule_heartbeat(
-        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
-    ) -> None:
-        member.cancel_expiry()
-        delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.expiry = asyncio.get_running_loop().call_later(
-            delay / 1000, self._on_expire_heartbeat, group, member.member_id, member
-        )
-
-    def _on_expire_heartbeat(
-        self, group: GroupMetadata, member_id: str, member: MemberMetadata
-    ) -> None:
-        member.expiry = None
-        if group.is_(GroupState.DEAD) or group.members.get(member_id) is not member:
-            return
-        # Members parked in a rebalance count as alive, except new ones that never completed.
-        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
-            return
-        log.info(
-            "member %s of group %s failed (session timeout), removing it",
-            member_id, group.group_id,
-        )  # fmt: skip
-        self._remove_member_and_update_group(
-            group, member, f"removing member {member_id} on heartbeat expiration"
-        )
-
-    def _on_expire_pending(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_expiry.pop(member_id, None)
-        if group.is_(GroupState.DEAD) or member_id not in group.pending_members:
-            return
-        log.info("pending member %s of group %s expired", member_id, group.group_id)
-        self._remove_pending_member_and_update_group(group, member_id)
-
-    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
-        group.remove(member_id)
-        handle = group.pending_expiry.pop(member_id, None)
-        if handle is not None:
-            handle.cancel()
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            self._check_join(group)
-
-    def _remove_member_and_update_group(
-        self, group: GroupMetadata, member: MemberMetadata, reason: str
-    ) -> None:
-        # A parked JoinGroup of a new member must not wait forever: it gets UNKNOWN_MEMBER_ID
-        # and retries, as does a parked SyncGroup.
-        group.maybe_invoke_join(member, JoinResult("", ErrorCode.UNKNOWN_MEMBER_ID))
-        group.maybe_invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-        group.remove(member.member_id)
-        member.cancel_expiry()
-        state = group.state
-        if state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, reason)
-        elif state is GroupState.PREPARING_REBALANCE:
-            self._check_join(group)
-
-    # --- SyncGroup ---------------------------------------------------------------------
-
-    async def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> SyncResult:
-        error = self._group_error(group_id, ApiKey.SYNC_GROUP)
-        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # The rebalance state was lost with the old coordinator: rejoin (older clients
-            # do not expect the loading error here).
-            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        if error is not None:
-            return SyncResult(error)
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.is_(GroupState.DEAD):
-            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_member(group, member_id, group_instance_id)
-        if error is None:
-            if generation_id != group.generation_id:
-                error = ErrorCode.ILLEGAL_GENERATION
-            elif (protocol_type is not None and protocol_type != group.protocol_type) or (
-                protocol_name is not None and protocol_name != group.protocol_name
-            ):
-                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if error is not None:
-            return SyncResult(error)
-        state = group.state
-        if state is GroupState.EMPTY:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        if state is GroupState.PREPARING_REBALANCE:
-            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        member = group.get(member_id)
-        if state is GroupState.STABLE:
-            self._remove_pending_sync_member(group, member_id)
-            self._schedule_heartbeat(group, member)
-            return SyncResult(
-                ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment
-            )
-        # CompletingRebalance: park until the leader's assignment is stored.
-        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        member.sync_future = fut
-        self._remove_pending_sync_member(group, member_id)
-        if group.is_leader(member_id):
-            log.info(
-                "group %s: leader %s sent the assignment of generation %d",
-                group.group_id, member_id, group.generation_id,
-            )  # fmt: skip
-            assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-            write = self.manager.store_group(group, assignment)
-            self._spawn(self._finish_sync(group, generation_id, member_id, assignment, write))
-        with waiting():  # until the rebalance (or the leader's assignment) completes
-            return await fut
-
-    async def _finish_sync(
-        self,
-        group: GroupMetadata,
-        generation_id: int,
-        member_id: str,
-        assignment: dict[str, bytes],
-        write: Coroutine[Any, Any, ErrorCode],
-    ) -> None:
-        error = await write
-        # Another member may have joined meanwhile: only act on the same generation.
-        if not group.is_(GroupState.COMPLETING_REBALANCE) or generation_id != group.generation_id:
-            return
-        if error != ErrorCode.NONE:
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(
-                group, f"storing the assignment failed (SyncGroup of {member_id})"
-            )
-            return
-        for member in group.members.values():
-            member.assignment = assignment.get(member.member_id, b"")
-        self._propagate_assignment(group, ErrorCode.NONE)
-        group.transition_to(GroupState.STABLE, now_ms())
-        log.info("group %s is stable at generation %d", group.group_id, group.generation_id)
-
-    # --- Heartbeat and LeaveGroup ------------------------------------------------------
-
-    def heartbeat(
-        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
-    ) -> ErrorCode:
-        error = self._group_error(group_id, ApiKey.HEARTBEAT)
-        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            return ErrorCode.NONE  # the group is still loading: answer blindly
-        if error is not None:
-            return error
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, group_instance_id)
-        if error is not None:
-            return error
-        state = group.state
-        if state is GroupState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.get(member_id)
-        if state is GroupState.COMPLETING_REBALANCE:
-            self._schedule_heartbeat(group, member)
-            return ErrorCode.NONE
-        if state is GroupState.PREPARING_REBALANCE:
-            self._schedule_heartbeat(group, member)
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        self._schedule_heartbeat(group, member)
-        return ErrorCode.NONE
-
-    def leave_group(
-        self, group_id: str, members: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """Members leave (v3+: several, static ones by instance id alone). Returns the
-        top-level error and one error per member."""
-        error = self._group_error(group_id, ApiKey.LEAVE_GROUP)
-        if error is not None:
-            return error, []
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        results = []
-        for member_id, instance_id in members:
-            if member_id == "":
-                current = group.static_member_id(instance_id)
-                if current is None:
-                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                self._remove_leaving_member(group, current, "removed by instance id")
-                results.append(ErrorCode.NONE)
-            elif group.is_pending_member(member_id):
-                self._remove_pending_member_and_update_group(group, member_id)
-                results.append(ErrorCode.NONE)
-            else:
-                error = self._validate_member(group, member_id, instance_id)
-                if error is None:
-                    self._remove_leaving_member(group, member_id, "LeaveGroup")
-                    results.append(ErrorCode.NONE)
-                else:
-                    results.append(error)
-        return ErrorCode.NONE, results
-
-    def _remove_leaving_member(self, group: GroupMetadata, member_id: str, why: str) -> None:
-        member = group.get(member_id)
-        log.info("member %s leaves group %s (%s)", member_id, group.group_id, why)
-        self._remove_member_and_update_group(
-            group, member, f"removing member {member_id} on LeaveGroup ({why})"
-        )
 
     # --- offsets -----------------------------------------------------------------------
 
@@ -843,7 +159,7 @@ class GroupCoordinator:
         if state is GroupState.COMPLETING_REBALANCE:
             return dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS)
         if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            self._schedule_heartbeat(group, group.get(member_id))
+            self.rebalancer.schedule_heartbeat(group, group.get(member_id))
         return await self.manager.store_offsets(group, offsets)
 
     async def commit_transactional_offsets(
@@ -892,12 +208,7 @@ class GroupCoordinator:
         if transactional and generation_id < 0 and group.is_(GroupState.EMPTY):
             return None
         if generation_id >= 0 or member_id != "" or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
-            if error is not None:
-                return error
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
+            return member_error(group, member_id, instance_id, generation_id)
         if not transactional and not group.is_(GroupState.EMPTY):
             # Only members commit for a group that has members (transactional commits of
             # older producers carry no member: they are let through, as in Kafka).
@@ -1034,8 +345,3 @@ class GroupCoordinator:
                 continue
             if removed:
                 log.info("removed %d expired offsets", removed)
-
-
-def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
-    if not fut.done():
-        fut.set_result(value)

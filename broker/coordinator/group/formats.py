@@ -83,7 +83,7 @@ _INT16 = struct.Struct(">h")
 
 
 class FormatError(Exception):
-    """A record of __consumer_offsets that cannot be parsed."""
+    """A record of __consumer_offsets or __transaction_state that cannot be parsed."""
 
 
 # --- coordinator lookup ------------------------------------------------------------------
@@ -199,14 +199,16 @@ def group_value(v: GroupValue, version: int = GROUP_VALUE_VERSION) -> bytes:
     return _versioned(_GROUP_VALUE, version, body)
 
 
-def _version_of(data: bytes | memoryview) -> int:
+def record_version(data: bytes | memoryview) -> int:
+    """The int16 version every key and value of the internal topics starts with."""
     if len(data) < 2:
         raise FormatError("record shorter than its version")
     return _INT16.unpack_from(data, 0)[0]
 
 
-def _decode(api: Api, data: bytes | memoryview) -> dict:
-    version = _version_of(data)
+def decode_record(api: Api, data: bytes | memoryview) -> dict:
+    """A key or value of an internal topic, in one of the versions `api` knows."""
+    version = record_version(data)
     if version not in api.versions:
         raise FormatError(f"unknown {api.name} version {version}")
     try:
@@ -218,25 +220,25 @@ def _decode(api: Api, data: bytes | memoryview) -> dict:
 
 def parse_key(data: bytes | memoryview) -> OffsetKey | GroupKey | None:
     """The key of a __consumer_offsets record; None for record types classic groups ignore."""
-    version = _version_of(data)
+    version = record_version(data)
     if version in _OFFSET_KEY.versions:
-        body = _decode(_OFFSET_KEY, data)
+        body = decode_record(_OFFSET_KEY, data)
         return OffsetKey(body["group"], body["topic"], body["partition"])
     if version in _GROUP_KEY.versions:
-        return GroupKey(_decode(_GROUP_KEY, data)["group"])
+        return GroupKey(decode_record(_GROUP_KEY, data)["group"])
     return None
 
 
 def parse_offset_value(data: bytes | memoryview) -> OffsetValue:
-    b = _decode(_OFFSET_VALUE, data)
+    b = decode_record(_OFFSET_VALUE, data)
     return OffsetValue(
         b["offset"], b["leader_epoch"], b["metadata"], b["commit_timestamp"], b["expire_timestamp"]
     )
 
 
 def parse_group_value(data: bytes | memoryview) -> GroupValue:
-    b = _decode(_GROUP_VALUE, data)
-    version = _version_of(data)
+    b = decode_record(_GROUP_VALUE, data)
+    version = record_version(data)
     members = tuple(
         MemberValue(
             m["member_id"],

@@ -8,18 +8,19 @@ with acks=all and complete once the records are committed (reach the high waterm
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...protocol.errors import ErrorCode
 from ...records.compression import Codec
 from ...records.record import ControlType, Record, build_batch, control_type, decode_all
 from ...replication.replica_manager import ReplicaManager
 from ..log_append import append_committed
+from ..partitions import CoordinatorPartitions, append_error
 from . import formats as fmt
 from .metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
 
@@ -76,44 +77,19 @@ class GroupCoordinatorConfig:
         }
 
 
-def _offset_commit_error(code: ErrorCode) -> ErrorCode:
-    """What a commit's client sees for an append error (Kafka's mapping)."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code
-
-
-def _group_store_error(code: ErrorCode) -> ErrorCode:
-    """What members see when the group metadata could not be written (Kafka's mapping)."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code == ErrorCode.REQUEST_TIMED_OUT:
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    if code in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return code
+# What a commit's client sees for an append error, and what members see when the group
+# metadata could not be written, beyond the mapping every coordinator shares (Kafka's).
+_OFFSET_COMMIT_ERRORS = {
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+_GROUP_STORE_ERRORS = {
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
 
 
 def java_length(s: str) -> int:
@@ -184,7 +160,7 @@ def _decode_chunk(data: bytes) -> list[_Batch]:
     return out
 
 
-class GroupMetadataManager:
+class GroupMetadataManager(CoordinatorPartitions):
     def __init__(
         self,
         replica_manager: ReplicaManager,
@@ -193,25 +169,22 @@ class GroupMetadataManager:
         partition_count: Callable[[], int | None] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self.replica_manager = replica_manager
+        super().__init__(
+            replica_manager,
+            fmt.OFFSETS_TOPIC,
+            fmt.partition_for,
+            default_partitions=config.offsets_topic_num_partitions,
+            load_buffer_size=config.load_buffer_size,
+            partition_count=partition_count,
+            executor=executor,
+        )
         self.config = config
-        self._partition_count = partition_count
-        self._executor = executor
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: dict[int, int] = {}  # partition -> leader epoch, loaded
-        self.loading: dict[int, int] = {}  # partition -> leader epoch, being loaded
-        self._load_tasks: dict[int, asyncio.Task[None]] = {}
         # Groups with transactional offsets of each producer id awaiting its marker.
         self.open_groups_for_producer: dict[int, set[str]] = {}
 
     # -- partitions ---------------------------------------------------------------------
-
-    def num_partitions(self) -> int:
-        n = self._partition_count() if self._partition_count is not None else None
-        return n if n else self.config.offsets_topic_num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        return fmt.partition_for(group_id, self.num_partitions())
 
     def is_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.loading
@@ -247,30 +220,14 @@ class GroupMetadataManager:
             self.owned[partition] = epoch
             return
         self.owned.pop(partition, None)
-        self.loading[partition] = epoch
-        old = self._load_tasks.pop(partition, None)
-        if old is not None:
-            old.cancel()
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch, on_loaded))
-        self._load_tasks[partition] = task
-        task.add_done_callback(lambda t, p=partition: self._load_done(p, t))
-
-    def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:
-        if self._load_tasks.get(partition) is task:
-            del self._load_tasks[partition]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("loading __consumer_offsets-%d failed", partition, exc_info=task.exception())
-            self.loading.pop(partition, None)
+        self.start_load(partition, epoch, lambda: self._load(partition, epoch, on_loaded))
 
     def unload_partition(
         self, partition: int, on_unloaded: Callable[[GroupMetadata], None]
     ) -> None:
         """No longer coordinator of `partition`: drop (and fence) its groups."""
         self.owned.pop(partition, None)
-        self.loading.pop(partition, None)
-        task = self._load_tasks.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        self.stop_load(partition)
         n = self.num_partitions()
         for group_id, group in list(self.groups.items()):
             if fmt.partition_for(group_id, n) == partition:
@@ -284,38 +241,18 @@ class GroupMetadataManager:
     def shutdown(self, on_unloaded: Callable[[GroupMetadata], None]) -> None:
         for partition in set(self.owned) | set(self.loading):
             self.unload_partition(partition, on_unloaded)
-        for task in self._load_tasks.values():
-            task.cancel()
-        self._load_tasks.clear()
+        self.stop_all_loads()
 
     async def _load(
         self, partition: int, epoch: int, on_loaded: Callable[[GroupMetadata], None]
     ) -> None:
         started = time.monotonic()
         loaded = _Loaded()
-        hosted = self.replica_manager.get(fmt.OFFSETS_TOPIC, partition)
-        if hosted is not None:
-            log_ = hosted.log
-            position = log_.log_start_offset
-            # Like Kafka, read to the log end: as the new leader its whole log is authoritative,
-            # while its high watermark may lag until the followers fetch again.
-            end = hosted.log.log_end_offset
-            loop = asyncio.get_running_loop()
-            while position < end:
-                chunk = log_.read(position, self.config.load_buffer_size, max_offset=end)
-                if chunk is None:
-                    break
-                batches = await loop.run_in_executor(
-                    self._executor, lambda c=chunk: _decode_chunk(c.read())
-                )
-                if self.loading.get(partition) != epoch:
-                    return
-                if not batches:
-                    break
-                for last_offset, producer_id, transactional, entries in batches:
-                    self._apply(loaded, producer_id, transactional, entries)
-                    position = last_offset + 1
-        if self.loading.get(partition) != epoch:
+        async for _, producer_id, transactional, entries in self.read_batches(
+            partition, epoch, _decode_chunk
+        ):
+            self._apply(loaded, producer_id, transactional, entries)
+        if not self.is_current_load(partition, epoch):
             return
         now = now_ms()
         count = 0
@@ -388,9 +325,14 @@ class GroupMetadataManager:
 
     # -- writes -------------------------------------------------------------------------
 
-    async def _append(self, partition: int, records: list[Record]) -> tuple[ErrorCode, int]:
-        """Append to our __consumer_offsets partition with acks=all; (error, base offset)."""
-        batch = build_batch(records, compression=Codec(self.config.offsets_topic_compression))
+    async def _append(
+        self, partition: int, records: list[Record], **batch_args: Any
+    ) -> tuple[ErrorCode, int]:
+        """Append to our __consumer_offsets partition with acks=all; (error, base offset).
+        `batch_args`: producer fields of a transactional batch."""
+        batch = build_batch(
+            records, compression=Codec(self.config.offsets_topic_compression), **batch_args
+        )
         return await append_committed(
             self.replica_manager,
             fmt.OFFSETS_TOPIC,
@@ -399,6 +341,43 @@ class GroupMetadataManager:
             self.config.commit_timeout_ms / 1000,
             records=len(records),
         )
+
+    def _check_offsets(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
+        """(errors, offsets to write): offset.metadata.max.bytes is checked per partition."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, o in offsets.items():
+            if java_length(o.metadata) > self.config.metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = o
+        return errors, valid
+
+    @staticmethod
+    def _offset_records(
+        group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata], *, transactional: bool
+    ) -> list[Record]:
+        """One record per offset; transactional offsets carry no expire timestamp."""
+        now = now_ms()
+        return [
+            Record(
+                offset=i,
+                timestamp=now,
+                key=fmt.offset_key(group_id, tp[0], tp[1]),
+                value=fmt.offset_value(
+                    fmt.OffsetValue(
+                        o.offset,
+                        o.leader_epoch,
+                        o.metadata,
+                        o.commit_timestamp,
+                        -1 if transactional else o.expire_timestamp,
+                    )
+                ),
+            )  # fmt: skip
+            for i, (tp, o) in enumerate(offsets.items())
+        ]
 
     def store_group(
         self, group: GroupMetadata, assignment: dict[str, bytes]
@@ -419,7 +398,7 @@ class GroupMetadataManager:
                     "storing metadata of group %s (generation %d) failed: %s",
                     group.group_id, group.generation_id, code.name,
                 )  # fmt: skip
-            return _group_store_error(code)
+            return append_error(code, _GROUP_STORE_ERRORS)
 
         return write()
 
@@ -427,33 +406,10 @@ class GroupMetadataManager:
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
         """Commit offsets of a group (offset.metadata.max.bytes checked per partition)."""
-        errors: dict[TopicPartition, ErrorCode] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, o in offsets.items():
-            if java_length(o.metadata) > self.config.metadata_max_bytes:
-                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = o
+        errors, valid = self._check_offsets(offsets)
         if not valid:
             return errors
-        now = now_ms()
-        records = [
-            Record(
-                offset=i,
-                timestamp=now,
-                key=fmt.offset_key(group.group_id, tp[0], tp[1]),
-                value=fmt.offset_value(
-                    fmt.OffsetValue(
-                        o.offset,
-                        o.leader_epoch,
-                        o.metadata,
-                        o.commit_timestamp,
-                        o.expire_timestamp,
-                    )
-                ),
-            )  # fmt: skip
-            for i, (tp, o) in enumerate(valid.items())
-        ]
+        records = self._offset_records(group.group_id, valid, transactional=False)
         group.pending_offset_commits.update(valid.keys())
         try:
             code, base = await self._append(self.partition_for(group.group_id), records)
@@ -466,9 +422,7 @@ class GroupMetadataManager:
                 group.on_offset_commit_append(tp, o)
         if code != ErrorCode.NONE:
             log.warning("committing offsets of group %s failed: %s", group.group_id, code.name)
-        mapped = _offset_commit_error(code)
-        for tp in valid:
-            errors[tp] = mapped
+        errors.update(dict.fromkeys(valid, append_error(code, _OFFSET_COMMIT_ERRORS)))
         return errors
 
     async def store_txn_offsets(
@@ -480,44 +434,19 @@ class GroupMetadataManager:
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: write the offsets in a transactional batch of the producer; they
         stay pending until its COMMIT marker reaches this partition."""
-        errors: dict[TopicPartition, ErrorCode] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, o in offsets.items():
-            if java_length(o.metadata) > self.config.metadata_max_bytes:
-                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = o
+        errors, valid = self._check_offsets(offsets)
         if not valid:
             return errors
-        now = now_ms()
-        records = [
-            Record(
-                offset=i,
-                timestamp=now,
-                key=fmt.offset_key(group.group_id, tp[0], tp[1]),
-                value=fmt.offset_value(
-                    fmt.OffsetValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, -1)
-                ),
-            )
-            for i, (tp, o) in enumerate(valid.items())
-        ]
+        records = self._offset_records(group.group_id, valid, transactional=True)
         self.open_groups_for_producer.setdefault(producer_id, set()).add(group.group_id)
         group.prepare_txn_offset_commit(producer_id, valid)
-        batch = build_batch(
+        code, base = await self._append(
+            self.partition_for(group.group_id),
             records,
-            compression=Codec(self.config.offsets_topic_compression),
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=0,
             transactional=True,
-        )
-        code, base = await append_committed(
-            self.replica_manager,
-            fmt.OFFSETS_TOPIC,
-            self.partition_for(group.group_id),
-            batch,
-            self.config.commit_timeout_ms / 1000,
-            records=len(records),
         )
         for i, (tp, o) in enumerate(valid.items()):
             if code == ErrorCode.NONE:
@@ -527,9 +456,7 @@ class GroupMetadataManager:
         if code != ErrorCode.NONE:
             log.warning("transactional offset commit of group %s failed: %s",
                         group.group_id, code.name)  # fmt: skip
-        mapped = _offset_commit_error(code)
-        for tp in valid:
-            errors[tp] = mapped
+        errors.update(dict.fromkeys(valid, append_error(code, _OFFSET_COMMIT_ERRORS)))
         return errors
 
     def complete_txn_offsets(self, producer_id: int, partitions: set[int], committed: bool) -> None:

@@ -229,9 +229,12 @@ class TransactionCoordinator:
 
     # --- AddPartitionsToTxn ------------------------------------------------------------
 
-    async def add_partitions(
-        self, txn_id: str, producer_id: int, epoch: int, partitions: set[TopicPartition]
-    ) -> ErrorCode:
+    def _producer_txn(
+        self, txn_id: str, producer_id: int, epoch: int, *, newer_epoch_ok: bool = False
+    ) -> tuple[int, TransactionMetadata] | ErrorCode:
+        """The check of every request a transactional producer makes: the id is coordinated
+        here and belongs to this producer at this epoch (or, for the coordinator's own aborts
+        with `newer_epoch_ok`, a later one). (coordinator epoch, metadata), or the error."""
         if not txn_id:
             return ErrorCode.INVALID_REQUEST
         got = self.state.get(txn_id)
@@ -240,8 +243,17 @@ class TransactionCoordinator:
         coordinator_epoch, md = got
         if md is None or md.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if md.producer_epoch != epoch:
+        if epoch < md.producer_epoch or (epoch != md.producer_epoch and not newer_epoch_ok):
             return ErrorCode.PRODUCER_FENCED
+        return coordinator_epoch, md
+
+    async def add_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: set[TopicPartition]
+    ) -> ErrorCode:
+        got = self._producer_txn(txn_id, producer_id, epoch)
+        if isinstance(got, ErrorCode):
+            return got
+        coordinator_epoch, md = got
         if md.pending or md.state.is_prepare:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if md.state is TxnState.ONGOING and partitions <= md.partitions:
@@ -253,21 +265,12 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, partitions: set[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4 verify_only: are these partitions in the open transaction?"""
-        if not txn_id:
-            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
-        got = self.state.get(txn_id)
+        got = self._producer_txn(txn_id, producer_id, epoch)
         if isinstance(got, ErrorCode):
             return dict.fromkeys(partitions, got)
         _, md = got
-        error = None
-        if md is None or md.producer_id != producer_id:
-            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        elif md.producer_epoch != epoch:
-            error = ErrorCode.PRODUCER_FENCED
-        elif md.state.is_prepare:
-            error = ErrorCode.CONCURRENT_TRANSACTIONS
-        if error is not None:
-            return dict.fromkeys(partitions, error)
+        if md.state.is_prepare:
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
         return {
             tp: ErrorCode.NONE if tp in md.partitions else ErrorCode.TRANSACTION_ABORTABLE
             for tp in partitions
@@ -283,16 +286,10 @@ class TransactionCoordinator:
     async def _end_transaction(
         self, txn_id: str, producer_id: int, epoch: int, committed: bool, *, from_client: bool
     ) -> ErrorCode:
-        if not txn_id:
-            return ErrorCode.INVALID_REQUEST
-        got = self.state.get(txn_id)
+        got = self._producer_txn(txn_id, producer_id, epoch, newer_epoch_ok=not from_client)
         if isinstance(got, ErrorCode):
             return got
         coordinator_epoch, md = got
-        if md is None or md.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if not ((not from_client or epoch == md.producer_epoch) and epoch >= md.producer_epoch):
-            return ErrorCode.PRODUCER_FENCED
         fencing = md.pending_state is TxnState.PREPARE_EPOCH_FENCE
         if md.pending and not fencing:
             return ErrorCode.CONCURRENT_TRANSACTIONS

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ...protocol.codec import ProtocolError, decode_body, encode_body
 from ...protocol.schema import Api, F
-from ..group.formats import partition_for
+from ..group.formats import FormatError, decode_record, partition_for, record_version
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -62,10 +62,6 @@ _VALUE = Api(
 _INT16 = struct.Struct(">h")
 
 
-class FormatError(Exception):
-    """A record of __transaction_state that cannot be parsed."""
-
-
 @dataclass(frozen=True)
 class TxnLogValue:
     producer_id: int
@@ -101,15 +97,9 @@ def value_bytes(v: TxnLogValue) -> bytes:
     return _INT16.pack(VALUE_VERSION) + encode_body(_VALUE, VALUE_VERSION, "request", body)
 
 
-def _version(data: bytes | memoryview) -> int:
-    if len(data) < 2:
-        raise FormatError("record shorter than its version")
-    return _INT16.unpack_from(data, 0)[0]
-
-
 def parse_key(data: bytes | memoryview) -> str | None:
     """The transactional id of a record key; None for an unknown key version (skipped)."""
-    version = _version(data)
+    version = record_version(data)
     if version not in _KEY.versions:
         return None
     try:
@@ -120,13 +110,7 @@ def parse_key(data: bytes | memoryview) -> str | None:
 
 
 def parse_value(data: bytes | memoryview) -> TxnLogValue:
-    version = _version(data)
-    if version not in _VALUE.versions:
-        raise FormatError(f"unknown TransactionLogValue version {version}")
-    try:
-        b, _ = decode_body(_VALUE, version, "request", data, 2)
-    except ProtocolError as e:
-        raise FormatError(f"malformed TransactionLogValue v{version}: {e}") from e
+    b = decode_record(_VALUE, data)
     if not 0 <= b["transaction_status"] <= MAX_STATE_ID:
         raise FormatError(f"unknown transaction state id {b['transaction_status']}")
     partitions = frozenset(

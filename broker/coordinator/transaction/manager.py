@@ -9,7 +9,6 @@ epoch at loading, is unchanged).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from ...protocol.errors import ErrorCode
 from ...records.record import Record, build_batch, decode_all
 from ...replication.replica_manager import ReplicaManager
 from ..log_append import append_committed
+from ..partitions import CoordinatorPartitions, append_error
 from . import formats as fmt
 from .metadata import TransactionMetadata, TxnState, TxnTransit
 
@@ -84,20 +84,12 @@ class PartitionTxns:
     txns: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
-def _append_error(code: ErrorCode) -> ErrorCode:
-    """What a transactional client sees for an append error (Kafka's mapping)."""
-    if code in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return code
+# What a transactional client sees for an append error beyond the shared mapping (Kafka's).
+_TXN_APPEND_ERRORS = {
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
 
 
 def metadata_from(txn_id: str, v: fmt.TxnLogValue) -> TransactionMetadata:
@@ -146,7 +138,7 @@ def _decode_chunk(data: bytes) -> list[tuple[int, list[tuple[str, fmt.TxnLogValu
 ResumeMarkers = Callable[[int, bool, TransactionMetadata, TxnTransit], None]
 
 
-class TransactionStateManager:
+class TransactionStateManager(CoordinatorPartitions):
     def __init__(
         self,
         replica_manager: ReplicaManager,
@@ -156,23 +148,20 @@ class TransactionStateManager:
         executor: Executor | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.replica_manager = replica_manager
+        super().__init__(
+            replica_manager,
+            TOPIC,
+            fmt.partition_for,
+            default_partitions=config.num_partitions,
+            load_buffer_size=config.load_buffer_size,
+            partition_count=partition_count,
+            executor=executor,
+        )
         self.config = config
         self.clock = clock
-        self._partition_count = partition_count
-        self._executor = executor
         self.partitions: dict[int, PartitionTxns] = {}
-        self.loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
-        self._load_tasks: dict[int, asyncio.Task[None]] = {}
 
     # -- partitions ---------------------------------------------------------------------
-
-    def num_partitions(self) -> int:
-        n = self._partition_count() if self._partition_count is not None else None
-        return n if n else self.config.num_partitions
-
-    def partition_for(self, transactional_id: str) -> int:
-        return fmt.partition_for(transactional_id, self.num_partitions())
 
     def validate_timeout(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.config.max_timeout_ms
@@ -212,50 +201,18 @@ class TransactionStateManager:
         ) >= epoch:
             return
         self.partitions.pop(partition, None)
-        self.loading[partition] = epoch
-        old = self._load_tasks.pop(partition, None)
-        if old is not None:
-            old.cancel()
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch, resume))
-        self._load_tasks[partition] = task
-        task.add_done_callback(lambda t, p=partition: self._load_done(p, t))
-
-    def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:
-        if self._load_tasks.get(partition) is task:
-            del self._load_tasks[partition]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("loading %s-%d failed", TOPIC, partition, exc_info=task.exception())
-            self.loading.pop(partition, None)
+        self.start_load(partition, epoch, lambda: self._load(partition, epoch, resume))
 
     async def _load(self, partition: int, epoch: int, resume: ResumeMarkers) -> None:
         started = time.monotonic()
         loaded: dict[str, TransactionMetadata] = {}
-        hosted = self.replica_manager.get(TOPIC, partition)
-        if hosted is not None:
-            log_ = hosted.log
-            position = log_.log_start_offset
-            # As the new leader, its whole log is authoritative (the HW may lag).
-            end = log_.log_end_offset
-            loop = asyncio.get_running_loop()
-            while position < end:
-                chunk = log_.read(position, self.config.load_buffer_size, max_offset=end)
-                if chunk is None:
-                    break
-                batches = await loop.run_in_executor(
-                    self._executor, lambda c=chunk: _decode_chunk(c.read())
-                )
-                if self.loading.get(partition) != epoch:
-                    return
-                if not batches:
-                    break
-                for last_offset, entries in batches:
-                    for txn_id, value in entries:
-                        if value is None:
-                            loaded.pop(txn_id, None)
-                        else:
-                            loaded[txn_id] = metadata_from(txn_id, value)
-                    position = last_offset + 1
-        if self.loading.get(partition) != epoch:
+        async for _, entries in self.read_batches(partition, epoch, _decode_chunk):
+            for txn_id, value in entries:
+                if value is None:
+                    loaded.pop(txn_id, None)
+                else:
+                    loaded[txn_id] = metadata_from(txn_id, value)
+        if not self.is_current_load(partition, epoch):
             return
         self.partitions[partition] = PartitionTxns(epoch, loaded)
         del self.loading[partition]
@@ -273,18 +230,12 @@ class TransactionStateManager:
 
     def unload(self, partition: int) -> None:
         """No longer the coordinator of `partition`: forget its transactions."""
-        self.loading.pop(partition, None)
-        task = self._load_tasks.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        self.stop_load(partition)
         if self.partitions.pop(partition, None) is not None:
             log.info("unloaded the transactions of %s-%d", TOPIC, partition)
 
     def shutdown(self) -> None:
-        for task in self._load_tasks.values():
-            task.cancel()
-        self._load_tasks.clear()
-        self.loading.clear()
+        self.stop_all_loads()
         self.partitions.clear()
 
     # -- writes -------------------------------------------------------------------------
@@ -294,7 +245,7 @@ class TransactionStateManager:
         code, _ = await append_committed(
             self.replica_manager, TOPIC, partition, batch, timeout_ms / 1000, records=len(records)
         )
-        return _append_error(code)
+        return append_error(code, _TXN_APPEND_ERRORS)
 
     async def append(
         self,

@@ -79,7 +79,7 @@ async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict
             "throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
             "error_message": str(e), "resources": [],
         }  # fmt: skip
-    bindings = await ctx.broker._io(acl_store.describe_acls, ctx.broker.zk, f)
+    bindings = await ctx.broker.run_io(acl_store.describe_acls, ctx.broker.zk, f)
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in bindings:
         if ctx.version == 0 and b.pattern.pattern_type != AclPatternType.LITERAL:
@@ -119,7 +119,7 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
         except InvalidAclError as e:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
     if valid:
-        await ctx.broker._io(acl_store.create_acls, ctx.broker.zk, valid)
+        await ctx.broker.run_io(acl_store.create_acls, ctx.broker.zk, valid)
     return {"throttle_time_ms": 0, "results": results}
 
 
@@ -144,7 +144,7 @@ async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
             filters.append(None)
             errors.append(str(e))
     valid = [f for f in filters if f is not None]
-    matched = await ctx.broker._io(acl_store.delete_acls, ctx.broker.zk, valid) if valid else []
+    matched = await ctx.broker.run_io(acl_store.delete_acls, ctx.broker.zk, valid) if valid else []
     it = iter(matched)
     out = []
     for f, err in zip(filters, errors, strict=True):

@@ -27,7 +27,7 @@ async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
     except (ValueError, qc.InvalidQuotaError) as e:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": str(e), "entries": None}  # fmt: skip
-    found = await ctx.broker._io(qc.describe_quotas, ctx.broker.zk, comps, req["strict"])
+    found = await ctx.broker.run_io(qc.describe_quotas, ctx.broker.zk, comps, req["strict"])
     entries = [
         {
             "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
@@ -57,12 +57,12 @@ async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             result["error_message"] = str(err)
             continue
         if not req["validate_only"] and ops:
-            await ctx.broker._io(qc.alter_quotas, ctx.broker.zk, entity, dict(ops))
+            await ctx.broker.run_io(qc.alter_quotas, ctx.broker.zk, entity, dict(ops))
             security = ctx.broker.security
             if security is not None:
                 # In force here at once; other brokers follow the change notification.
                 entity_type, name = qc.entity_path(entity)
-                await ctx.broker._io(
+                await ctx.broker.run_io(
                     security.quotas.cache.reload_entity, ctx.broker.zk, entity_type, name
                 )
     return {"throttle_time_ms": 0, "entries": out}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...cluster.topic_admin import AlterConfigOp, AlterOp, ResourceType
@@ -72,9 +73,13 @@ def _resource_result(rtype: int, name: str, error: KafkaError | None) -> dict[st
     }
 
 
-@handles(ApiKey.ALTER_CONFIGS, "0-2")
-async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    admin = ctx.broker.topic_admin
+async def _alter_each(
+    ctx: RequestContext,
+    req: dict[str, Any],
+    alter: Callable[[dict[str, Any]], Awaitable[None]],
+) -> dict[str, Any]:
+    """AlterConfigs and IncrementalAlterConfigs: check each resource (ACL, type), apply
+    `alter` to it, and answer one result per resource."""
     responses = []
     for r in req["resources"]:
         error = None
@@ -82,14 +87,24 @@ async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict
             _check(ctx, Op.ALTER_CONFIGS, r["resource_type"], r["resource_name"])
             if r["resource_type"] not in (ResourceType.TOPIC, ResourceType.BROKER):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type")
-            configs = {c["name"]: c["value"] for c in r["configs"]}
-            await admin.alter_configs(
-                r["resource_type"], r["resource_name"], configs, req["validate_only"]
-            )
+            await alter(r)
         except KafkaError as e:
             error = e
         responses.append(_resource_result(r["resource_type"], r["resource_name"], error))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(ApiKey.ALTER_CONFIGS, "0-2")
+async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    admin = ctx.broker.topic_admin
+
+    async def alter(r: dict[str, Any]) -> None:
+        configs = {c["name"]: c["value"] for c in r["configs"]}
+        await admin.alter_configs(
+            r["resource_type"], r["resource_name"], configs, req["validate_only"]
+        )
+
+    return await _alter_each(ctx, req, alter)
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1")
@@ -97,24 +112,17 @@ async def handle_incremental_alter_configs(
     ctx: RequestContext, req: dict[str, Any]
 ) -> dict[str, Any]:
     admin = ctx.broker.topic_admin
-    responses = []
-    for r in req["resources"]:
-        error = None
+
+    async def alter(r: dict[str, Any]) -> None:
         try:
-            _check(ctx, Op.ALTER_CONFIGS, r["resource_type"], r["resource_name"])
-            if r["resource_type"] not in (ResourceType.TOPIC, ResourceType.BROKER):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type")
-            try:
-                ops = [
-                    AlterConfigOp(c["name"], AlterOp(c["config_operation"]), c["value"])
-                    for c in r["configs"]
-                ]
-            except ValueError as e:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation: {e}") from e
-            await admin.incremental_alter_configs(
-                r["resource_type"], r["resource_name"], ops, req["validate_only"]
-            )
-        except KafkaError as e:
-            error = e
-        responses.append(_resource_result(r["resource_type"], r["resource_name"], error))
-    return {"throttle_time_ms": 0, "responses": responses}
+            ops = [
+                AlterConfigOp(c["name"], AlterOp(c["config_operation"]), c["value"])
+                for c in r["configs"]
+            ]
+        except ValueError as e:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation: {e}") from e
+        await admin.incremental_alter_configs(
+            r["resource_type"], r["resource_name"], ops, req["validate_only"]
+        )
+
+    return await _alter_each(ctx, req, alter)

@@ -77,7 +77,7 @@ async def handle_create(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
     security = ctx.broker.security
     assert security is not None
     try:
-        info, hmac = await ctx.broker._io(
+        info, hmac = await ctx.broker.run_io(
             security.tokens.create_token, owner, requester, renewers, req["max_lifetime_ms"]
         )
     except KafkaError as e:
@@ -94,7 +94,7 @@ async def _change(ctx: RequestContext, fn_name: str, hmac: bytes, period: int) -
         fn = getattr(security.tokens, fn_name)
         try:
             code = ErrorCode.NONE
-            expiry = await ctx.broker._io(fn, ctx.conn.principal, bytes(hmac or b""), period)
+            expiry = await ctx.broker.run_io(fn, ctx.conn.principal, bytes(hmac or b""), period)
         except KafkaError as e:
             code, expiry = e.code, -1
     return {"error_code": code, "expiry_timestamp_ms": expiry, "throttle_time_ms": 0}

@@ -9,6 +9,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..services import led_partition
 from .registry import RequestContext, handles
 
 # An offset of -1 means "up to the high watermark".
@@ -33,11 +34,7 @@ async def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> dic
             try:
                 if name not in deletable:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = broker.replica_manager.leader_partition(
-                    name,
-                    p["partition_index"],
-                    broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
-                )
+                partition = led_partition(broker, name, p["partition_index"])
                 offset = p["offset"]
                 hw = partition.high_watermark
                 if offset == HIGH_WATERMARK:

@@ -19,6 +19,7 @@ from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, SessionPartition
+from ..services import led_partition
 from ..throttling import records_size
 from .registry import RequestContext, handles
 
@@ -208,9 +209,7 @@ def _session_changed(session: FetchSession, result: tuple[_Wanted, dict[str, Any
 
 def _follower_partition(ctx: RequestContext, w: _Wanted, replica_id: int) -> Any:
     """The led partition a follower fetches from, after the leader epoch fencing checks."""
-    rm = ctx.broker.replica_manager
-    known = ctx.broker.metadata_cache.get_partition(w.topic, w.index) is not None
-    partition = rm.leader_partition(w.topic, w.index, known, w.current_leader_epoch)
+    partition = led_partition(ctx.broker, w.topic, w.index, w.current_leader_epoch)
     if replica_id not in partition.state.replicas:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return partition
@@ -239,7 +238,6 @@ def _read_all(
 ) -> tuple[list[tuple[_Wanted, dict[str, Any]]], int, bool, list[Any]]:
     v = ctx.version
     rm = ctx.broker.replica_manager
-    cache = ctx.broker.metadata_cache
     # Fetch v0-2 has a hard byte limit; later versions always return the first batch whole.
     min_one = v >= 3
     remaining = max_bytes
@@ -269,12 +267,7 @@ def _read_all(
                 # new one (a zombie serving too made librdkafka deliver a record twice).
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             else:
-                partition = rm.leader_partition(
-                    w.topic,
-                    w.index,
-                    cache.get_partition(w.topic, w.index) is not None,
-                    w.current_leader_epoch,
-                )
+                partition = led_partition(ctx.broker, w.topic, w.index, w.current_leader_epoch)
         except KafkaError as e:
             part["error_code"] = e.code
             any_error = True

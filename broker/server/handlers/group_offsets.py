@@ -19,6 +19,7 @@ from ...protocol.errors import ErrorCode
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..services import partition_error
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,9 @@ async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict
             if not group_ok:
                 errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
-            if tp[0] not in readable:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                continue
-            if broker.metadata_cache.get_partition(*tp) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = partition_error(broker, tp, readable)
+            if error is not None:
+                errors[tp] = error
                 continue
             commit_ts = p.get("commit_timestamp", -1) if v == 1 else -1
             offsets[tp] = OffsetAndMetadata(
@@ -233,10 +232,9 @@ async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict
     for topic in req["topics"]:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
-            if tp[0] not in readable:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif broker.metadata_cache.get_partition(*tp) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = partition_error(broker, tp, readable)
+            if error is not None:
+                errors[tp] = error
             else:
                 known.append(tp)
     error, deleted = await broker.group_coordinator.delete_offsets(req["group_id"], known)
@@ -267,10 +265,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> 
     for topic, p in wanted:
         tp = (topic, p["partition_index"])
         errors[tp] = ErrorCode.NONE  # keeps the request's order in the response
-        if topic not in readable:
-            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif broker.metadata_cache.get_partition(*tp) is None:
-            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        error = partition_error(broker, tp, readable)
+        if error is not None:
+            errors[tp] = error
         else:
             offsets[tp] = OffsetAndMetadata(
                 offset=p["committed_offset"],

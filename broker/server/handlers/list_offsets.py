@@ -16,6 +16,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..services import led_partition
 from .registry import RequestContext, handles
 
 LATEST = -1
@@ -45,11 +46,8 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
             try:
                 if name not in described:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = broker.replica_manager.leader_partition(
-                    name,
-                    p["partition_index"],
-                    broker.metadata_cache.get_partition(name, p["partition_index"]) is not None,
-                    p.get("current_leader_epoch", -1),
+                partition = led_partition(
+                    broker, name, p["partition_index"], p.get("current_leader_epoch", -1)
                 )
                 offset, timestamp, epoch = _lookup(
                     partition, p["timestamp"], from_client, committed

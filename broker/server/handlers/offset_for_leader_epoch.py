@@ -14,6 +14,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..services import led_partition
 from .registry import RequestContext, handles
 
 
@@ -44,12 +45,7 @@ async def handle_offset_for_leader_epoch(
             try:
                 if name not in described:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = broker.replica_manager.leader_partition(
-                    name,
-                    index,
-                    broker.metadata_cache.get_partition(name, index) is not None,
-                    p.get("current_leader_epoch", -1),
-                )
+                partition = led_partition(broker, name, index, p.get("current_leader_epoch", -1))
             except KafkaError as e:
                 out["error_code"] = e.code
                 continue

@@ -12,6 +12,7 @@ from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
 from ..network import CloseConnection
+from ..services import led_partition
 from ..throttling import records_size
 from .registry import RequestContext, handles
 
@@ -58,9 +59,7 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 )
                 continue
             try:
-                partition = broker.replica_manager.leader_partition(
-                    name, index, broker.metadata_cache.get_partition(name, index) is not None
-                )
+                partition = led_partition(broker, name, index)
             except KafkaError as e:
                 results.append({"index": index, "error_code": e.code, "base_offset": -1})
                 continue

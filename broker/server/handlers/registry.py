@@ -12,13 +12,13 @@ from ...protocol.messages import REGISTRY
 from ...protocol.schema import Versions
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..network import Connection
+    from ..services import BrokerServices
 
 
 @dataclass
 class RequestContext:
-    broker: Broker
+    broker: BrokerServices
     conn: Connection
     header: RequestHeader
 

@@ -24,8 +24,8 @@ from .registry import RequestContext, handles
 
 if TYPE_CHECKING:
     from ...security.sasl import SaslServer
-    from ..broker import Broker
     from ..network import Connection
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ FAILED = "failed"
 class SaslAuthenticator:
     """The SASL exchange of one connection."""
 
-    def __init__(self, broker: Broker, conn: Connection) -> None:
+    def __init__(self, broker: BrokerServices, conn: Connection) -> None:
         self.broker = broker
         self.conn = conn
         self.state = HANDSHAKE

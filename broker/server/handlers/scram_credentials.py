@@ -70,7 +70,7 @@ async def handle_describe(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
                 "error_message": None, "results": []}  # fmt: skip
     users = req["users"]
     names = None if not users else [u["name"] for u in users]
-    results = await ctx.broker._io(_describe, ctx.broker.zk, names)
+    results = await ctx.broker.run_io(_describe, ctx.broker.zk, names)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
 
 
@@ -151,5 +151,5 @@ async def handle_alter(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
                 for u in users
             ],
         }  # fmt: skip
-    results = await ctx.broker._io(_alter, ctx.broker.zk, req)
+    results = await ctx.broker.run_io(_alter, ctx.broker.zk, req)
     return {"throttle_time_ms": 0, "results": results}

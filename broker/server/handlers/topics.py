@@ -8,8 +8,10 @@ broker's metadata, so a client can use a topic as soon as creation succeeded.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+from ...cluster.metadata_cache import MetadataCache
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
@@ -38,6 +40,24 @@ def _not_controller(ctx: RequestContext) -> bool:
     """Topic changes go to the active controller (clients route them there via Metadata)."""
     controller = ctx.broker.controller
     return controller is None or not controller.active
+
+
+async def _wait_or_time_out(
+    cache: MetadataCache,
+    timeout_ms: int,
+    waiting: list[tuple[str, dict[str, Any]]],
+    done: Callable[[str], bool],
+) -> None:
+    """Wait (up to the request's timeout) until `done(topic)` holds for every changed topic,
+    as the metadata cache sees it; the results of the others say REQUEST_TIMED_OUT."""
+    timeout = max(timeout_ms, 0) / 1000
+    if not waiting or timeout <= 0:
+        return
+    if await cache.wait_for(lambda: all(done(name) for name, _ in waiting), timeout):
+        return
+    for name, result in waiting:
+        if not done(name):
+            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
 
 
 @handles(ApiKey.CREATE_TOPICS, "0-7")
@@ -99,13 +119,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if not validate_only:
             created.append((name, result))
-    timeout = max(req.get("timeout_ms", 0), 0) / 1000
-    if created and timeout > 0:
-        ready = await cache.wait_for(lambda: all(cache.has_leaders(n) for n, _ in created), timeout)
-        if not ready:
-            for name, result in created:
-                if not cache.has_leaders(name):
-                    result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    await _wait_or_time_out(cache, req.get("timeout_ms", 0), created, cache.has_leaders)
     return {"throttle_time_ms": quota.throttle_ms, "topics": results}
 
 
@@ -155,13 +169,7 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             result["error_message"] = e.message
             continue
         pending.append((name, result))
-    timeout = max(req["timeout_ms"], 0) / 1000
-    if pending and timeout > 0:
-        gone = await cache.wait_for(lambda: not any(cache.contains(n) for n, _ in pending), timeout)
-        if not gone:
-            for name, result in pending:
-                if cache.contains(name):
-                    result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    await _wait_or_time_out(cache, req["timeout_ms"], pending, lambda n: not cache.contains(n))
     return {"throttle_time_ms": quota.throttle_ms, "responses": results}
 
 

@@ -19,6 +19,7 @@ from ...protocol.errors import ErrorCode
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
+from ..services import partition_error
 from ..txn_markers import errors_body, markers_from_body, write_markers
 from .registry import RequestContext, handles
 
@@ -60,10 +61,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: dict[str, Any])
         failed: dict[TopicPartition, ErrorCode] = {}
         ok: list[TopicPartition] = []
         for tp in wanted:
-            if tp[0] not in writable:
-                failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif broker.metadata_cache.get_partition(*tp) is None:
-                failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = partition_error(broker, tp, writable)
+            if error is not None:
+                failed[tp] = error
             else:
                 ok.append(tp)
         if failed:
