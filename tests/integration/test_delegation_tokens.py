@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +26,6 @@ from confluent_kafka.admin import (
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from kafka.net import sasl as kafka_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
-from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.security.acl import (
@@ -36,6 +34,7 @@ from odradek.broker.security.acl import (
     AclPermissionType,
     AclResourceType,
 )
+from raw_wire import call
 from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
@@ -96,26 +95,6 @@ def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
 
 class AuthFailed(Exception):
     pass
-
-
-def _read(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
-
-
-def call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
-    payload = codec.encode_request(api_key, version, 7, "token-test", body)
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    return codec.decode_response(api_key, version, _read(sock))[1]
 
 
 def sasl_connect(

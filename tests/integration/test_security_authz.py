@@ -4,8 +4,6 @@ confluent-kafka's AdminClient; `alice` is checked with confluent-kafka clients a
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
-from odradek.broker.protocol import codec
+from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
@@ -128,34 +126,14 @@ def alice_acl(
     return AclBinding(rtype, name, pattern, "User:alice", "*", op, perm)
 
 
-class Raw:
+class Raw(BlockingConnection):
     """A SASL/PLAIN-authenticated connection speaking raw requests."""
 
     def __init__(self, secured: AclBroker, user: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", secured.sasl_port), timeout=10)
-        self.correlation = 0
+        super().__init__("127.0.0.1", secured.sasl_port, timeout=10, client_id="authz-test")
         assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
         token = f"\0{user}\0{PASSWORDS[user]}".encode()
         assert self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})["error_code"] == 0
-
-    def call(self, api_key: int, version: int, body: dict) -> dict:
-        self.correlation += 1
-        payload = codec.encode_request(api_key, version, self.correlation, "authz-test", body)
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", self._exact(4))
-        return codec.decode_response(api_key, version, self._exact(size))[1]
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
 
     def metadata(self, topics: list[str] | None, **flags: bool) -> dict:
         wanted = None if topics is None else [{"name": t} for t in topics]
