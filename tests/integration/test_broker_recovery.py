@@ -22,6 +22,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from topic_ready import wait_for_topic
 
 TIMEOUT = 60.0
 
@@ -33,22 +34,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        meta = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return
-        assert time.monotonic() < deadline, f"topic {name} has no leaders: {meta}"
-        time.sleep(0.1)
-
-
 def create_topic(
     bootstrap: str, prefix: str, partitions: int = 1, config: dict[str, str] | None = None
 ) -> str:
@@ -56,7 +41,7 @@ def create_topic(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = NewTopic(name, partitions, 1, config=config or {})
     admin.create_topics([new], operation_timeout=30)[name].result(TIMEOUT)
-    wait_for_topic(bootstrap, name, partitions)
+    wait_for_topic(AdminClient({"bootstrap.servers": bootstrap}), name, partitions)
     return name
 
 
@@ -405,7 +390,7 @@ def test_clean_restart_keeps_topics_configs_and_data(broker_factory) -> None:
     topics = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
     assert single in topics and multi in topics
     assert doomed not in topics, "a deleted topic came back"
-    wait_for_topic(b.bootstrap, multi, 3)
+    wait_for_topic(AdminClient({"bootstrap.servers": b.bootstrap}), multi, 3)
     assert topic_config(b.bootstrap, multi, "retention.ms") == "123456"
     for (topic, p), values in data.items():
         assert watermarks(b.bootstrap, topic, p) == (0, len(values))
@@ -422,6 +407,6 @@ def test_topic_created_just_before_kill9_survives(broker_factory) -> None:
     )
     b.kill()
     b.start()
-    wait_for_topic(b.bootstrap, topic, 2)
+    wait_for_topic(AdminClient({"bootstrap.servers": b.bootstrap}), topic, 2)
     assert topic_config(b.bootstrap, topic, "retention.ms") == "86400000"
     assert produce(b.bootstrap, topic, [b"k"], partition=1) == [0]
