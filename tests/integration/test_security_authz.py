@@ -9,8 +9,9 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from authz_clients import consume, produce_errors
 from broker_process import free_port
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -160,51 +161,13 @@ class Raw(BlockingConnection):
         return resp["responses"][0]["partitions"][0]["error_code"]
 
 
-def consume(conf: dict[str, str], topic: str, group: str, n: int) -> tuple[list[bytes], set[int]]:
-    """Subscribe with `group` and read until `n` values or an authorization error."""
-    errors: set[int] = set()
-    consumer = Consumer(
-        {**conf, "group.id": group, "auto.offset.reset": "earliest",
-         "error_cb": lambda e: errors.add(e.code())}
-    )  # fmt: skip
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    denied = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
-    deadline = time.monotonic() + WAIT_S
-    while len(got) < n and not errors & denied and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            errors.add(msg.error().code())
-        else:
-            got.append(msg.value())
-    consumer.close()
-    return got, errors
-
-
-def produce_errors(conf: dict[str, str], topic: str, n: int) -> list[int]:
-    """Produce n values; the delivery error codes (empty when all were written)."""
-    failures: list[int] = []
-
-    def report(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failures.append(err.code())
-
-    producer = Producer({**conf, "message.timeout.ms": 10000})
-    for i in range(n):
-        producer.produce(topic, value=f"m{i}".encode(), on_delivery=report)
-    producer.flush(30)
-    return failures
-
-
 def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None:
     topic = unique("noacl")
     create_topic(secured, topic, records=3)
     failures = produce_errors(secured.conf("alice"), topic, 3)
     assert failures == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
     group = unique("g")
-    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
     assert got == []
     assert KafkaError.GROUP_AUTHORIZATION_FAILED in errors
     # With the group allowed, the topic is what is refused.
@@ -214,7 +177,7 @@ def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None
         wait_for(lambda: alice.coordinator_error(group) == 0, "group ACL applied")
     finally:
         alice.close()
-    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
@@ -294,7 +257,7 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
     alice = Raw(secured, "alice")
     try:
         wait_for(lambda: alice.topic_error(topic) == 0, "READ ACL applied")
-        got, errors = consume(secured.conf("alice"), topic, group, 5)
+        got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
         assert got == [f"m{i}".encode() for i in range(5)], errors
         # READ does not imply WRITE.
         failures = produce_errors(secured.conf("alice"), topic, 1)
@@ -307,7 +270,7 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
         wait_for(lambda: alice.fetch_error(topic) == TAF, "DENY ACL applied")
     finally:
         alice.close()
-    got, errors = consume(secured.conf("alice"), topic, group, 5)
+    got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
@@ -330,7 +293,7 @@ def test_prefixed_acl_covers_new_topics(secured: AclBroker) -> None:
     finally:
         alice.close()
     assert produce_errors(secured.conf("alice"), topic, 4) == []
-    got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4)
+    got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4, timeout=WAIT_S)
     assert got == [f"m{i}".encode() for i in range(4)], errors
 
 
