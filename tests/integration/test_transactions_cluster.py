@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from cluster import Cluster, run
@@ -102,15 +102,20 @@ class TxnWorkload:
                 "linger.ms": 2,
             }
         )
+        self._retrying("init", lambda: p.init_transactions(30))
+        return p
+
+    def _retrying(self, what: str, call: Callable[[], None]) -> None:
+        """`call` again while it fails with a retriable error, for TIMEOUT seconds at most."""
         deadline = time.monotonic() + TIMEOUT
         while True:
             try:
-                p.init_transactions(30)
-                return p
+                call()
+                return
             except KafkaException as e:
-                if time.monotonic() > deadline or not e.args[0].retriable():
+                if not e.args[0].retriable() or time.monotonic() > deadline:
                     raise
-                self.errors.append(f"init: {e}")
+                self.errors.append(f"{what} retried: {e}")
 
     def _run(self) -> None:
         p = self._producer()
@@ -136,27 +141,15 @@ class TxnWorkload:
                 time.sleep(0.2)
 
     def _commit(self, p: Producer) -> str:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                p.commit_transaction(20)
-                return "committed"
-            except KafkaException as e:
-                err: KafkaError = e.args[0]
-                if not err.retriable() or time.monotonic() > deadline:
-                    raise
-                self.errors.append(f"commit retried: {e}")
+        self._retrying("commit", lambda: p.commit_transaction(20))
+        return "committed"
 
     def _abort(self, p: Producer) -> str:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                p.abort_transaction(20)
-                return "aborted"
-            except KafkaException as e:
-                if not e.args[0].retriable() or time.monotonic() > deadline:
-                    return "unknown"
-                self.errors.append(f"abort retried: {e}")
+        try:
+            self._retrying("abort", lambda: p.abort_transaction(20))
+        except KafkaException:
+            return "unknown"
+        return "aborted"
 
     def committed_count(self) -> int:
         return sum(1 for o in list(self.outcomes.values()) if o == "committed")
