@@ -1,5 +1,5 @@
-"""The sample records the Python client tests (kafka-python, aiokafka) send, and the check
-that a consumer read them back unchanged."""
+"""What the tests driving the Python clients (kafka-python, aiokafka) share: the sample records
+they send, the check that a consumer read them back unchanged, and a kafka-python round trip."""
 
 from __future__ import annotations
 
@@ -34,3 +34,21 @@ def assert_read_back(records: list[dict], got: list[Any]) -> None:
         assert rec.timestamp == want["timestamp_ms"]
         assert rec.timestamp_type == 0  # CreateTime
         assert list(rec.headers) == want.get("headers", [])
+
+
+def kafka_python_round_trip(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    """Write `values` to `topic` with kafka-python's producer, then read back as many values
+    from the start of partition 0 with its consumer, both with `conf` (bootstrap, security)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(**conf)
+    for value in values:
+        producer.send(topic, value)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = [m.value for _, m in zip(range(len(values)), consumer, strict=False)]
+    consumer.close()
+    return got

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import free_port
+from client_samples import kafka_python_round_trip
 from cluster import Cluster
 from confluent_kafka.admin import (
     AdminClient,
@@ -275,7 +276,6 @@ def token_mechanism() -> Iterator[None]:
 def test_client_with_token_produces_consumes_until_expired(
     tb: TokenBroker, token_mechanism: None
 ) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     topic = f"token-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": tb.broker.bootstrap})
@@ -300,17 +300,8 @@ def test_client_with_token_produces_consumes_until_expired(
         "sasl_plain_username": created["token_id"],
         "sasl_plain_password": password_of(created),
     }
-    producer = KafkaProducer(**conf)
-    for i in range(10):
-        producer.send(topic, f"t{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
-    consumer.close()
-    assert got == [f"t{i}".encode() for i in range(10)]
+    values = [f"t{i}".encode() for i in range(10)]
+    assert kafka_python_round_trip(conf, topic, values) == values
 
     # Expire it now (period 0): logins fail at once, and the sweep removes the token.
     with sasl_connect(tb, "alice", USERS["alice"]) as alice:

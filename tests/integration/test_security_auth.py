@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from broker_process import free_port
 from certs import CertificateAuthority
+from client_samples import kafka_python_round_trip
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -229,9 +230,6 @@ def test_wrong_password_fails_and_reads_nothing(secure: SecureBroker, conf_fn) -
 
 
 def test_kafka_python_sasl_plaintext_scram_sha256(secure: SecureBroker) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
-
     topic = _topic(secure)
     conf = {
         "bootstrap_servers": secure.addr("SASL_PLAINTEXT"),
@@ -240,17 +238,7 @@ def test_kafka_python_sasl_plaintext_scram_sha256(secure: SecureBroker) -> None:
         "sasl_plain_username": "carol",
         "sasl_plain_password": "carol-scram",
     }
-    producer = KafkaProducer(**conf)
-    for i in range(10):
-        producer.send(topic, f"m{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
-    consumer.assign([KTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
-    consumer.close()
-    assert got == _expected(10)
+    assert kafka_python_round_trip(conf, topic, _expected(10)) == _expected(10)
 
 
 # --- the SASL states on the wire ------------------------------------------------------------
