@@ -4,9 +4,8 @@ confluent-kafka's AdminClient; `alice` is checked with confluent-kafka clients a
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from authz_clients import consume, produce_errors
@@ -26,6 +25,7 @@ from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from polling import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
 JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
@@ -75,19 +75,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         broker.start()
         secured = AclBroker(broker, sasl)
         admin = secured.admin()
-        wait_for(lambda: admin.list_topics(timeout=10).controller_id >= 0, "a controller")
+        wait_until(
+            lambda: admin.list_topics(timeout=10).controller_id >= 0, WAIT_S, what="a controller"
+        )
         yield secured
     finally:
         broker.stop()
         if broker in _live_brokers:
             _live_brokers.remove(broker)
-
-
-def wait_for(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} after {WAIT_S}s"
-        time.sleep(0.1)
 
 
 def unique(prefix: str) -> str:
@@ -103,7 +98,7 @@ def create_topic(secured: AclBroker, name: str, records: int = 0) -> None:
         t = admin.list_topics(name, timeout=10).topics.get(name)
         return t is not None and t.error is None and t.partitions[0].leader >= 0
 
-    wait_for(has_leader, f"leader for {name}")
+    wait_until(has_leader, WAIT_S, what=f"leader for {name}")
     if records:
         producer = Producer(secured.conf("admin"))
         for i in range(records):
@@ -174,7 +169,7 @@ def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None
     add_acls(secured, alice_acl(ResourceType.GROUP, group, AclOperation.READ))
     alice = Raw(secured, "alice")
     try:
-        wait_for(lambda: alice.coordinator_error(group) == 0, "group ACL applied")
+        wait_until(lambda: alice.coordinator_error(group) == 0, WAIT_S, what="group ACL applied")
     finally:
         alice.close()
     got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
@@ -256,7 +251,7 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
     )
     alice = Raw(secured, "alice")
     try:
-        wait_for(lambda: alice.topic_error(topic) == 0, "READ ACL applied")
+        wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="READ ACL applied")
         got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
         assert got == [f"m{i}".encode() for i in range(5)], errors
         # READ does not imply WRITE.
@@ -267,7 +262,7 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
             secured,
             alice_acl(ResourceType.TOPIC, topic, AclOperation.READ, AclPermissionType.DENY),
         )
-        wait_for(lambda: alice.fetch_error(topic) == TAF, "DENY ACL applied")
+        wait_until(lambda: alice.fetch_error(topic) == TAF, WAIT_S, what="DENY ACL applied")
     finally:
         alice.close()
     got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
@@ -288,7 +283,7 @@ def test_prefixed_acl_covers_new_topics(secured: AclBroker) -> None:
     create_topic(secured, topic)  # after the ACLs
     alice = Raw(secured, "alice")
     try:
-        wait_for(lambda: alice.topic_error(topic) == 0, "prefixed ACL applied")
+        wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="prefixed ACL applied")
         assert alice.topic_error(unique("team") + ".other") == TAF
     finally:
         alice.close()
@@ -304,7 +299,7 @@ def test_metadata_hides_topics_the_user_may_not_describe(secured: AclBroker) -> 
     add_acls(secured, alice_acl(ResourceType.TOPIC, visible, AclOperation.DESCRIBE))
     alice = Raw(secured, "alice")
     try:
-        wait_for(lambda: alice.topic_error(visible) == 0, "DESCRIBE ACL applied")
+        wait_until(lambda: alice.topic_error(visible) == 0, WAIT_S, what="DESCRIBE ACL applied")
         listed = {t["name"] for t in alice.metadata(None)["topics"]}
         assert visible in listed
         assert hidden not in listed
