@@ -268,27 +268,36 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
 
 
 def test_broker_config_values(helm: Path, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, LARGE, "prod")
-    props = configmap_properties(docs, f"{RELEASE}-broker", "server.properties")
     # numbers keep their digits (no float exponent), the user's values win over the chart's
-    want = {
-        "min.insync.replicas": "2",
-        "log.cleaner.min.cleanable.ratio": "0.3",
-        "offsets.topic.replication.factor": "3",
-        "zookeeper.connect": "zk-a:2181,zk-b:2181/kafka/prod",
-    }
-    assert {k: props.get(k) for k in want} == want
-    assert not [d for d in docs if "zookeeper" in d["metadata"]["name"]]
-    small = render(helm, tmp_path, SMALL, "dev")
-    props = configmap_properties(small, f"{RELEASE}-broker", "server.properties")
-    want = {
-        "log.retention.ms": "604800000",
-        "auto.create.topics.enable": "false",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-    }
-    assert {k: props.get(k) for k in want} == want
-    zk = find(small, "ConfigMap", f"{RELEASE}-zookeeper")
+    cases = [
+        (
+            LARGE,
+            "prod",
+            {
+                "min.insync.replicas": "2",
+                "log.cleaner.min.cleanable.ratio": "0.3",
+                "offsets.topic.replication.factor": "3",
+                "zookeeper.connect": "zk-a:2181,zk-b:2181/kafka/prod",
+            },
+        ),
+        (
+            SMALL,
+            "dev",
+            {
+                "log.retention.ms": "604800000",
+                "auto.create.topics.enable": "false",
+                "offsets.topic.replication.factor": "1",
+                "transaction.state.log.min.isr": "1",
+            },
+        ),
+    ]
+    rendered = {}
+    for values, namespace, want in cases:
+        rendered[namespace] = render(helm, tmp_path, values, namespace)
+        props = configmap_properties(rendered[namespace], f"{RELEASE}-broker", "server.properties")
+        assert {k: props.get(k) for k in want} == want
+    assert not [d for d in rendered["prod"] if "zookeeper" in d["metadata"]["name"]]
+    zk = find(rendered["dev"], "ConfigMap", f"{RELEASE}-zookeeper")
     assert "server.1=" not in zk["data"]["zoo.cfg"]
 
 
