@@ -107,6 +107,15 @@ def below_active(partition_dir: Path) -> list[tuple[int, bytes | None, bytes | N
     return [r for seg in segments[:-1] for r in seg]
 
 
+def wait_cleaned(partition_dir: Path, records: int, what: str) -> None:
+    """Until the segments below the active one hold `records` records besides roll markers."""
+    wait_until(
+        lambda: len([r for r in below_active(partition_dir) if r[1] != b"~roll"]) == records,
+        TIMEOUT,
+        what=what,
+    )
+
+
 def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
@@ -186,13 +195,7 @@ def test_head_younger_than_min_compaction_lag_is_never_touched(broker, new_topic
     roll(bootstrap, young)
     roll(bootstrap, other)
     # The cleaner works: the other topic shrinks to one record per key...
-    wait_until(
-        lambda: (
-            len([r for r in below_active(broker.data_dir / f"{other}-0") if r[1] != b"~roll"]) == 10
-        ),
-        TIMEOUT,
-        what="the other topic to be cleaned",
-    )
+    wait_cleaned(broker.data_dir / f"{other}-0", 10, "the other topic to be cleaned")
     time.sleep(1.0)  # several more cleaner passes
     # ...while every record of the young topic is still there, at its offset.
     records = [r for seg in segment_records(broker.data_dir / f"{young}-0") for r in seg]
@@ -253,11 +256,7 @@ def test_kill_9_during_cleaning(broker_factory, point) -> None:
     }
     pdir = node.data_dir / f"{topic}-0"
     roll(node.bootstrap, topic)
-    wait_until(
-        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
-        TIMEOUT,
-        what="cleaning to complete after the restart",
-    )
+    wait_cleaned(pdir, 200, "cleaning to complete after the restart")
 
 
 def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) -> None:
@@ -346,11 +345,7 @@ def test_compressed_batches_survive_cleaning_and_kafka_dump_log_reads_them(
             latest[acked[offset][0]] = (offset, acked[offset][1])
     roll(broker.bootstrap, topic)
     pdir = broker.data_dir / f"{topic}-0"
-    wait_until(
-        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
-        TIMEOUT,
-        what="the topic to be cleaned",
-    )
+    wait_cleaned(pdir, 200, "the topic to be cleaned")
     segments = sorted(pdir.glob("*.log"))[:-1]
     out = run_kafka_tool(
         "kafka-dump-log.sh", "--files", ",".join(map(str, segments)), "--print-data-log",
@@ -379,11 +374,7 @@ def test_cleaner_metrics_with_kafkas_names(broker, new_topic) -> None:
     produce(broker.bootstrap, topic, items)
     roll(broker.bootstrap, topic)
     pdir = broker.data_dir / f"{topic}-0"
-    wait_until(
-        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 2500,
-        TIMEOUT,
-        what="cleaning",
-    )
+    wait_cleaned(pdir, 2500, "cleaning")
     text = scrape(METRICS_PORT)
     # Every key was written twice: the last cleaning dropped part of what it read.
     assert 0 < sample(text, "kafka_log_logcleaner_cleaner_recopy_percent") < 100
