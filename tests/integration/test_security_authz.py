@@ -131,6 +131,9 @@ class Raw(BlockingConnection):
         token = f"\0{user}\0{PASSWORDS[user]}".encode()
         assert self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})["error_code"] == 0
 
+    def __enter__(self) -> Raw:
+        return self
+
     def metadata(self, topics: list[str] | None, **flags: bool) -> dict:
         wanted = None if topics is None else [{"name": t} for t in topics]
         return self.call(
@@ -167,11 +170,8 @@ def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None
     assert KafkaError.GROUP_AUTHORIZATION_FAILED in errors
     # With the group allowed, the topic is what is refused.
     add_acls(secured, alice_acl(ResourceType.GROUP, group, AclOperation.READ))
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         wait_until(lambda: alice.coordinator_error(group) == 0, WAIT_S, what="group ACL applied")
-    finally:
-        alice.close()
     got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
@@ -180,8 +180,7 @@ def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None
 def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
     topic = unique("raw")
     create_topic(secured, topic, records=1)
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         batch = build_batch([Record(0, 0, None, b"x", [])])
         produced = alice.call(
             ApiKey.PRODUCE,
@@ -227,18 +226,13 @@ def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
         assert acls["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         meta = alice.metadata(None, include_cluster_authorized_operations=True)
         assert meta["cluster_authorized_operations"] == 0
-    finally:
-        alice.close()
-    admin = Raw(secured, "admin")
-    try:
+    with Raw(secured, "admin") as admin:
         meta = admin.metadata([topic], include_cluster_authorized_operations=True)
         assert meta["topics"][0]["error_code"] == 0
         # The cluster's operations: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         # IDEMPOTENT_WRITE, ALTER, DESCRIBE.
         ops = {5, 9, 10, 11, 12, 7, 8}
         assert meta["cluster_authorized_operations"] == sum(1 << op for op in ops)
-    finally:
-        admin.close()
 
 
 def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -> None:
@@ -249,8 +243,7 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
         alice_acl(ResourceType.TOPIC, topic, AclOperation.READ),
         alice_acl(ResourceType.GROUP, group, AclOperation.READ),
     )
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="READ ACL applied")
         got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
         assert got == [f"m{i}".encode() for i in range(5)], errors
@@ -263,8 +256,6 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
             alice_acl(ResourceType.TOPIC, topic, AclOperation.READ, AclPermissionType.DENY),
         )
         wait_until(lambda: alice.fetch_error(topic) == TAF, WAIT_S, what="DENY ACL applied")
-    finally:
-        alice.close()
     got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
@@ -281,12 +272,9 @@ def test_prefixed_acl_covers_new_topics(secured: AclBroker) -> None:
     )
     topic = prefix + "orders"
     create_topic(secured, topic)  # after the ACLs
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="prefixed ACL applied")
         assert alice.topic_error(unique("team") + ".other") == TAF
-    finally:
-        alice.close()
     assert produce_errors(secured.conf("alice"), topic, 4) == []
     got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4, timeout=WAIT_S)
     assert got == [f"m{i}".encode() for i in range(4)], errors
@@ -297,15 +285,12 @@ def test_metadata_hides_topics_the_user_may_not_describe(secured: AclBroker) -> 
     create_topic(secured, visible)
     create_topic(secured, hidden)
     add_acls(secured, alice_acl(ResourceType.TOPIC, visible, AclOperation.DESCRIBE))
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         wait_until(lambda: alice.topic_error(visible) == 0, WAIT_S, what="DESCRIBE ACL applied")
         listed = {t["name"] for t in alice.metadata(None)["topics"]}
         assert visible in listed
         assert hidden not in listed
         assert alice.topic_error(hidden) == TAF
-    finally:
-        alice.close()
     as_alice = AdminClient(secured.conf("alice")).list_topics(timeout=10)
     assert visible in as_alice.topics and hidden not in as_alice.topics
     named = AdminClient(secured.conf("alice")).list_topics(hidden, timeout=10).topics[hidden]
@@ -334,8 +319,7 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
     producer.produce(topic, value=b"in-txn")
     producer.commit_transaction(30)
 
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         found = alice.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
         assert found["error_code"] == 0
         described = alice.call(
@@ -396,5 +380,3 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
         )  # fmt: skip
         code = other["responses"][0]["partition_responses"][0]["error_code"]
         assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    finally:
-        alice.close()
