@@ -36,6 +36,22 @@ def ready(kube: Kube, kind: str, name: str, generation: bool = True) -> dict:
     return wait_until(check, 180, what=f"{kind} {name} Ready")
 
 
+def durable_topic(kube: Kube, name: str, partitions: int) -> dict:
+    """A Topic whose acknowledged writes survive one broker going away (three replicas, two in
+    sync), deleted with its resource; returns it once Ready."""
+    kube.apply(
+        resource(
+            "Topic",
+            name,
+            partitions=partitions,
+            replicas=3,
+            config={"min.insync.replicas": "2"},
+            deletionPolicy="Delete",
+        )
+    )
+    return ready(kube, "topic", name)
+
+
 def admin(kube: Kube, toolbox: str, *args: str) -> object:
     out = kube.kubectl("exec", toolbox, "--", "python", "/clients/e2e_client.py", "admin", *args)
     return json.loads(out.stdout.strip().splitlines()[-1])

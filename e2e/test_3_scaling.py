@@ -12,7 +12,7 @@ import re
 from conftest import BROKERS, RELEASE
 from harness import Kube, wait_until
 from pipeline import ProducerPod, check_nothing_lost, consume_all
-from test_2_resources import admin, ready, resource
+from test_2_resources import admin, durable_topic
 
 TOPIC = "e2e-stream"
 STS = f"{RELEASE}-broker"
@@ -62,17 +62,7 @@ def partition_dirs(kube: Kube, claim: str) -> list[str]:
 
 
 def test_scale_up_down_and_pod_loss_lose_nothing(kube: Kube, release: str, toolbox: str) -> None:
-    kube.apply(
-        resource(
-            "Topic",
-            TOPIC,
-            partitions=6,
-            replicas=3,
-            config={"min.insync.replicas": "2"},
-            deletionPolicy="Delete",
-        )
-    )
-    ready(kube, "topic", TOPIC)
+    durable_topic(kube, TOPIC, 6)
     producer = ProducerPod(kube, "e2e-producer", TOPIC).start()
 
     # 3 -> 4: broker 3 registers and gets a fair share of the replicas.

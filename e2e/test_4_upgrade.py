@@ -12,7 +12,7 @@ import yaml
 from conftest import BROKERS, RELEASE, chart_args
 from harness import Kube
 from pipeline import ProducerPod, check_nothing_lost, consume_all
-from test_2_resources import admin, ready, resource
+from test_2_resources import admin, durable_topic
 
 TOPIC = "e2e-upgrade"
 
@@ -20,17 +20,7 @@ TOPIC = "e2e-upgrade"
 def test_config_change_rolls_brokers_one_at_a_time(
     kube: Kube, release: str, toolbox: str, tmp_path: Path
 ) -> None:
-    kube.apply(
-        resource(
-            "Topic",
-            TOPIC,
-            partitions=3,
-            replicas=3,
-            config={"min.insync.replicas": "2"},
-            deletionPolicy="Delete",
-        )
-    )
-    ready(kube, "topic", TOPIC)
+    durable_topic(kube, TOPIC, 3)
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.pods(BROKERS)}
     assert len(before) == 3
     assert admin(kube, toolbox, "broker-config", "0", "log.retention.hours") == {

@@ -23,8 +23,8 @@
 # stderr, the docker build log in $ODRADEK_CACHE/images/build-odradek.log.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 tag="${ODRADEK_IMAGE:-odradek:dev}"
 ctx="$cache/images/context-odradek"
 wheels="$ctx/wheels"
@@ -115,14 +115,9 @@ for target in build final; do
     else
         args=(-t "$tag")
     fi
-    if ! DOCKER_BUILDKIT=0 docker build --build-arg BASE_IMAGE="$base" \
-        --label io.odradek.local-build=1 "${args[@]}" -f "$root/Dockerfile" "$ctx" >>"$log" 2>&1; then
-        tail -n 40 "$log" >&2
-        echo "build-image: docker build failed; full log in $log" >&2
-        exit 1
-    fi
+    docker_build "$log" --build-arg BASE_IMAGE="$base" "${args[@]}" -f "$root/Dockerfile" "$ctx"
 done
-docker image prune -f --filter label=io.odradek.local-build=1 >/dev/null
+prune_local_builds
 echo "$tag"
 
 if [[ "$zookeeper" != 0 ]]; then

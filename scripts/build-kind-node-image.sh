@@ -34,25 +34,21 @@ LOCAL_PATH_MODULE=github.com/rancher/local-path-provisioner@v0.0.30
 LOCAL_PATH_IMAGE=odradek-kind-local-path-provisioner:v0.0.30 # named in default-storage.yaml
 PAUSE_VERSION=3.10
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 work="$cache/kind"
 bin="$work/bin"
 label=io.odradek.kind.recipe
 images_dir="$root/e2e/kind/images"
 
-log() { echo "build-kind-node-image: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 mkdir -p "$bin"
 exec 8>"$work/.lock"
 flock 8
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-    PATH="$PATH:/usr/local/go/bin"
-fi
-export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build"
-export GOTOOLCHAIN=local GOFLAGS="-modcacherw -buildvcs=false" CGO_ENABLED=0
+require_go
+go_build_env
 
 bash "$root/scripts/install-docker.sh"
 
@@ -65,18 +61,8 @@ tag="${ODRADEK_KIND_NODE_TAG:-odradek-kind-node:$k8s_version}"
 # go install MODULE@VERSION into $bin, unless the stamp says it is there already.
 go_install() {
     local name=$1 module=$2 flags=${3:-}
-    if [[ -x "$bin/$name" && "$(cat "$bin/.$name.stamp" 2>/dev/null)" == "$module $flags" ]]; then
-        return
-    fi
-    log "building $name ($module)"
-    local start=$SECONDS tmp="$bin/.$name-partial"
-    rm -rf "$tmp"
-    mkdir -p "$tmp"
-    GOBIN="$tmp" nice -n 10 go install -trimpath -ldflags "-s -w $flags" "$module"
-    mv -f "$tmp/$name" "$bin/$name"
-    rmdir "$tmp"
-    echo "$module $flags" >"$bin/.$name.stamp"
-    log "$name built in $((SECONDS - start))s"
+    go_tool_fresh "$bin" "$name" "$module $flags" ||
+        go_tool_install "$bin" "$name" "$module" "$module $flags" "$flags"
 }
 go_install coredns "$COREDNS_MODULE"
 go_install local-path-provisioner "$LOCAL_PATH_MODULE" "-X main.VERSION=${LOCAL_PATH_MODULE#*@}"
@@ -122,12 +108,11 @@ build_image() {
     cp -p "$@" "$ctx/"
     local build_args=()
     for a in "${args[@]}"; do build_args+=(--build-arg "$a"); done
-    if ! DOCKER_BUILDKIT=0 docker build "${build_args[@]}" --label "$label=$want" \
-        --label io.odradek.local-build=1 -t "$image" -f "$dockerfile" "$ctx" \
-        >"$work/build-$(basename "$dockerfile" .Dockerfile).log" 2>&1; then
-        tail -n 30 "$work/build-$(basename "$dockerfile" .Dockerfile).log" >&2
-        die "docker build $image failed"
-    fi
+    local build_log
+    build_log="$work/build-$(basename "$dockerfile" .Dockerfile).log"
+    : >"$build_log"
+    docker_build "$build_log" "${build_args[@]}" --label "$label=$want" -t "$image" \
+        -f "$dockerfile" "$ctx"
     rm -rf "$ctx"
 }
 
@@ -186,12 +171,9 @@ want="$(
 )"
 if [[ "$(image_label "$node_base")" != "$want" ]]; then
     log "docker build $node_base"
-    if ! DOCKER_BUILDKIT=0 docker build --build-arg "ROOTFS=$rootfs" --label "$label=$want" \
-        --label io.odradek.local-build=1 -t "$node_base" "$root/e2e/kind/node" \
-        >"$work/build-node-base.log" 2>&1; then
-        tail -n 30 "$work/build-node-base.log" >&2
-        die "docker build $node_base failed"
-    fi
+    : >"$work/build-node-base.log"
+    docker_build "$work/build-node-base.log" --build-arg "ROOTFS=$rootfs" --label "$label=$want" \
+        -t "$node_base" "$root/e2e/kind/node"
 fi
 
 # -- 4. the node image ---------------------------------------------------------------------------

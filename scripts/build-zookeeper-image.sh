@@ -14,8 +14,8 @@
 # Prints the image tag on stdout; the docker build log is $ODRADEK_CACHE/images/build-zookeeper.log.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 tag="${ODRADEK_ZOOKEEPER_IMAGE:-odradek-zookeeper:3.8.4}"
 ctx="$cache/images/context-zookeeper"
 log="$cache/images/build-zookeeper.log"
@@ -32,11 +32,7 @@ cp -p "$root"/scripts/zookeeper-image/* "$ctx/"
 cp -rp "$libs" "$ctx/libs"
 
 echo "build-zookeeper-image: docker build -t $tag (log: $log)" >&2
-if ! DOCKER_BUILDKIT=0 docker build --build-arg BASE_IMAGE="$base" \
-    --label io.odradek.local-build=1 -t "$tag" "$ctx" >"$log" 2>&1; then
-    tail -n 40 "$log" >&2
-    echo "build-zookeeper-image: docker build failed; full log in $log" >&2
-    exit 1
-fi
-docker image prune -f --filter label=io.odradek.local-build=1 >/dev/null
+: >"$log"
+docker_build "$log" --build-arg BASE_IMAGE="$base" -t "$tag" "$ctx"
+prune_local_builds
 echo "$tag"

@@ -24,8 +24,8 @@
 # The kubeconfig is $ODRADEK_CACHE/e2e/<cluster>.kubeconfig (~/.kube/config is left alone).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${ODRADEK_CACHE:-${HOME}/.cache/odradek}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cluster="${E2E_CLUSTER:-odradek-e2e}"
 work="$cache/e2e"
 kubeconfig="$work/$cluster.kubeconfig"
@@ -36,7 +36,6 @@ mkdir -p "$work"
 started=$SECONDS
 phase_start=$SECONDS
 timings=()
-log() { echo "e2e: $*" >&2; }
 phase() {
     local now=$SECONDS
     if [[ -n "${current_phase:-}" ]]; then

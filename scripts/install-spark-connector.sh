@@ -14,8 +14,10 @@
 # list instead, ready for `spark-submit --jars`.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-pom="$here/spark-connector-pom.xml"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+pom="$root/scripts/spark-connector-pom.xml"
 home="${ODRADEK_SPARK_CONNECTOR_HOME:-${HOME}/.cache/odradek/spark-kafka-4.2.0}"
 jars="$home/jars"
 stamp="$home/.installed"
@@ -41,15 +43,7 @@ command -v java >/dev/null || { echo "install-spark-connector: java not found (n
 command -v "$mvn" >/dev/null || { echo "install-spark-connector: maven not found" >&2; exit 1; }
 
 mkdir -p "$home"
-work="$(mktemp -d "$home/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-cp "$pom" "$work/pom.xml"
-
 echo "install-spark-connector: resolving Spark's Kafka connector jars from Maven Central into $jars" >&2
-(cd "$work" && "$mvn" -q -B -Dstyle.color=never dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$work/jars" >&2)
-
-rm -rf "$jars"
-mv "$work/jars" "$jars"
+maven_runtime_jars "$(cat "$pom")" "$jars"
 echo "$want" >"$stamp"
 print "$@"

@@ -12,6 +12,9 @@
 #   java -cp '<libs>/*' org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg
 set -euo pipefail
 
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 version=3.8.4
 home="${ODRADEK_ZOOKEEPER_HOME:-${HOME}/.cache/odradek/zookeeper-${version}}"
 libs="$home/libs"
@@ -80,15 +83,7 @@ command -v java >/dev/null || { echo "install-zookeeper: java not found" >&2; ex
 command -v "$mvn" >/dev/null || { echo "install-zookeeper: maven not found" >&2; exit 1; }
 
 mkdir -p "$home"
-work="$(mktemp -d "$home/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-printf '%s\n' "$pom" >"$work/pom.xml"
-
 echo "install-zookeeper: resolving ZooKeeper ${version} jars from Maven Central into $libs" >&2
-(cd "$work" && "$mvn" -q -B -Dstyle.color=never dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$work/libs" >&2)
-
-rm -rf "$libs"
-mv "$work/libs" "$libs"
+maven_runtime_jars "$pom" "$libs"
 echo "$want" >"$stamp"
 echo "$libs"

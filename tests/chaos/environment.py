@@ -27,24 +27,19 @@ BROKER_PORT = 9092
 ZK_OCTETS = {1: 11, 2: 12, 3: 13}
 BROKER_OCTETS = {1: 21, 2: 22, 3: 23}
 CLIENT_OCTET = 100
-SESSION_TIMEOUT_MS = 6000
 DISK_MB = 192
 
 # Kafka's durability settings (RF=3, min.insync.replicas=2, no unclean election) and timeouts
-# short enough for faults to show within a one-minute schedule.
+# short enough for faults to show within a one-minute schedule, on top of the integration
+# cluster's own (cluster.CLUSTER_OVERRIDES: the short ZooKeeper session, internal topics' RF 3).
 BROKER_SETTINGS = {
-    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "default.replication.factor": "3",
     "min.insync.replicas": "2",
     "unclean.leader.election.enable": "false",
     "replica.lag.time.max.ms": "10000",
-    "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "3",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "3",
     "auto.create.topics.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
     "log.segment.bytes": str(1 << 20),
 }
 

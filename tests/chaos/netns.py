@@ -58,6 +58,19 @@ def missing_tools() -> list[str]:
     return missing
 
 
+def require_tools() -> None:
+    """Skip the calling test when a tool is missing; under CI (CI=true) fail instead, so a
+    machine that cannot run the suite is noticed rather than passing quietly."""
+    import pytest
+
+    missing = missing_tools()
+    if missing:
+        message = f"the chaos suite needs {', '.join(missing)} (scripts/install-chaos-deps.sh)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
 @dataclass
 class Node:
     name: str

@@ -5,13 +5,12 @@ producers and a consumer group. `make chaos` runs every schedule for a minute ea
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from netns import missing_tools
+from netns import require_tools
 from schedules import SHORT
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -19,12 +18,7 @@ RUNNER = Path(__file__).with_name("runner.py")
 
 @pytest.mark.timeout(900)
 def test_short_schedule_loses_nothing(tmp_path: Path) -> None:
-    missing = missing_tools()
-    if missing:
-        message = f"the chaos suite needs {', '.join(missing)} (scripts/install-chaos-deps.sh)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_tools()
     results = tmp_path / "results.json"
     proc = subprocess.run(
         [sys.executable, str(RUNNER), "--schedule", SHORT, "--duration", "30", "--seed", "16",

@@ -12,16 +12,15 @@ namespaces (environment.py), one cluster shared by the module.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from environment import ChaosCluster, broker_node, zk_node
+from environment import ChaosCluster, broker_node, wait_for, zk_node
 from nemesis import cut
-from netns import missing_tools
+from netns import require_tools
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -32,12 +31,7 @@ TIMEOUT = 90.0
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosCluster]:
-    missing = missing_tools()
-    if missing:
-        message = f"the chaos suite needs {', '.join(missing)} (scripts/install-chaos-deps.sh)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_tools()
     cluster = ChaosCluster(Path(tmp_path_factory.mktemp("chaos")))
     try:
         cluster.start()
@@ -87,16 +81,9 @@ def commit(env: ChaosCluster, group: str, offset: int) -> None:
 
 
 def wait(check, what: str) -> object:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception:  # noqa: BLE001 - a cluster in transition
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+    value = wait_for(check, TIMEOUT)
+    assert value, f"timed out waiting for {what}"
+    return value
 
 
 def test_a_coordinator_cut_off_from_zookeeper_stops_serving_its_groups(env: ChaosCluster) -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from broker_process import free_port
 from confluent_kafka.admin import AdminClient
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -52,17 +51,6 @@ def require_docker() -> None:
         pytest.skip(msg)
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}", pytrace=False)
-
-
 class Container:
     """A detached container started by a test; removed (with -f) at the end of the test."""
 
@@ -92,7 +80,7 @@ class Container:
                 )
             return text in self.logs()
 
-        wait_until(seen, timeout, f"{text!r} in the logs of {self.name}")
+        wait_until(seen, timeout, what=f"{text!r} in the logs of {self.name}")
 
 
 DATA_DIR = "/var/lib/odradek"
@@ -151,5 +139,5 @@ def start_published_broker(
             return False
         return 0 in md.brokers
 
-    wait_until(metadata, START_TIMEOUT, f"Metadata from the broker at {bootstrap}")
+    wait_until(metadata, START_TIMEOUT, what=f"Metadata from the broker at {bootstrap}")
     return container, bootstrap

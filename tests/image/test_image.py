@@ -110,7 +110,7 @@ def test_default_command_runs_a_broker(odradek_image, run_container):
         )  # fmt: skip
         return proc.returncode == 0
 
-    wait_until(lists_topics, START_TIMEOUT, "`odradek topics list` inside the container")
+    wait_until(lists_topics, START_TIMEOUT, what="`odradek topics list` inside the container")
     assert container.exec("test", "-d", f"{DATA_DIR}/kafka-logs").returncode == 0
 
 

@@ -60,7 +60,7 @@ def produce_and_consume(bootstrap: str, topic: str, values: list[bytes]) -> None
                 got.append(msg.value())
             return len(got) >= len(values)
 
-        wait_until(consumed_all, 60, f"{len(values)} records from {topic}", interval=0)
+        wait_until(consumed_all, 60, what=f"{len(values)} records from {topic}", interval=0)
         assert got == values
     finally:
         consumer.close()
@@ -74,7 +74,7 @@ def test_ensemble_serves_the_broker(zookeeper_image, odradek_image, run_containe
         net = ("--network", docker_network, "--network-alias", name, "--hostname", name)
         env = ("-e", f"ZOO_SERVERS={servers_cfg}")
         servers.append(run_container(zookeeper_image, docker_args=(*net, *env, *RESTRICTED)))
-    found = wait_until(lambda: modes(servers), START_TIMEOUT, "a ZooKeeper quorum")
+    found = wait_until(lambda: modes(servers), START_TIMEOUT, what="a ZooKeeper quorum")
     assert found == ["follower", "follower", "leader"]
 
     # ZOO_MY_ID unset: the id comes from the StatefulSet-style ordinal in the host name.
@@ -96,7 +96,7 @@ def test_ensemble_serves_the_broker(zookeeper_image, odradek_image, run_containe
     leader = next(s for s in servers if mode(s) == "leader")
     rest = [s for s in servers if s is not leader]
     docker("stop", "-t", "30", leader.name, timeout=90)
-    found = wait_until(lambda: modes(rest), START_TIMEOUT, "a new ZooKeeper leader")
+    found = wait_until(lambda: modes(rest), START_TIMEOUT, what="a new ZooKeeper leader")
     assert found == ["follower", "leader"]
     produce_and_consume(bootstrap, "after-leader-stop", [b"d", b"e"])
     assert broker.running()
@@ -127,7 +127,9 @@ def test_mounted_configuration_is_used_as_is(zookeeper_image, run_container, tmp
             "-v", f"{data}:/data", *RESTRICTED,
         ),
     )  # fmt: skip
-    assert wait_until(lambda: mode(server), START_TIMEOUT, "a standalone server") == "standalone"
+    assert (
+        wait_until(lambda: mode(server), START_TIMEOUT, what="a standalone server") == "standalone"
+    )
     assert (data / "myid").read_text().strip() == "7"
     assert (conf / "zoo.cfg").read_text().startswith("tickTime=2000\ndataDir=/data\n")
     assert list((data / "version-2").iterdir()), "no snapshot or log in the mounted data dir"

@@ -26,6 +26,7 @@ from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.protocol.messages import REGISTRY
+from topic_ready import wait_for_topic
 
 TIMEOUT = 60.0
 
@@ -62,21 +63,6 @@ def create(admin: AdminClient, topic: NewTopic):
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_for_topic(admin: AdminClient, name: str, partitions: int) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        meta = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return
-        assert time.monotonic() < deadline, f"topic {name} not ready with {partitions}: {meta}"
-        time.sleep(0.1)
 
 
 def topic_names(admin: AdminClient) -> set[str]:

@@ -16,8 +16,8 @@ from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.protocol.messages import REGISTRY
+from raw_wire import CLIENT_ID, call, recv_frame, send_frame
 
-CLIENT_ID = "odradek-protocol-tests"
 IO_TIMEOUT = 30.0  # generous: a slow broker is not what these tests measure
 
 
@@ -28,36 +28,6 @@ def connect(host: str, port: int) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=IO_TIMEOUT)
     sock.settimeout(IO_TIMEOUT)
     return sock
-
-
-def send_frame(sock: socket.socket, payload: bytes) -> None:
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-def recv_frame(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", recv_exact(sock, 4))
-    assert 4 <= size <= 64 << 20, f"implausible response size {size}"
-    return recv_exact(sock, size)
-
-
-def call(
-    sock: socket.socket, api_key: int, version: int, body: dict, correlation_id: int = 1
-) -> dict:
-    """Send one request and decode its response, checking the correlation id."""
-    send_frame(sock, codec.encode_request(api_key, version, correlation_id, CLIENT_ID, body))
-    got, response = codec.decode_response(api_key, version, recv_frame(sock))
-    assert got == correlation_id
-    return response
 
 
 def raw_header(

@@ -22,6 +22,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from polling import wait_until
+from topic_ready import wait_for_topic
 
 TIMEOUT = 60.0
 
@@ -33,22 +35,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        meta = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return
-        assert time.monotonic() < deadline, f"topic {name} has no leaders: {meta}"
-        time.sleep(0.1)
-
-
 def create_topic(
     bootstrap: str, prefix: str, partitions: int = 1, config: dict[str, str] | None = None
 ) -> str:
@@ -56,7 +42,7 @@ def create_topic(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = NewTopic(name, partitions, 1, config=config or {})
     admin.create_topics([new], operation_timeout=30)[name].result(TIMEOUT)
-    wait_for_topic(bootstrap, name, partitions)
+    wait_for_topic(AdminClient({"bootstrap.servers": bootstrap}), name, partitions)
     return name
 
 
@@ -156,16 +142,6 @@ def batches_in(segment: Path) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def wait_for(predicate, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not reached within {timeout}s"
-        time.sleep(0.25)
-
-
 # --- (a) kill -9 while producing ----------------------------------------------------------------
 
 
@@ -232,11 +208,13 @@ def test_kill9_while_producing_loses_no_acknowledged_record(broker_factory) -> N
     try:
         for _cycle in range(3):
             target = p.count() + 1000
-            wait_for(lambda t=target: p.count() >= t, f"{target} acknowledgements", 120)
+            wait_until(lambda t=target: p.count() >= t, 120, what=f"{target} acknowledgements")
             b.kill()  # SIGKILL while records are in flight
             b.start()
         target = p.count() + 500
-        wait_for(lambda t=target: p.count() >= t, "acknowledgements after the last restart", 180)
+        wait_until(
+            lambda t=target: p.count() >= t, 180, what="acknowledgements after the last restart"
+        )
     finally:
         p.stop.set()
         p.thread.join(30)
@@ -338,7 +316,7 @@ def test_retention_by_size_deletes_old_segments(broker_factory) -> None:
             return segments, low, high
         return None
 
-    segments, low, high = wait_for(settled, "size retention")
+    segments, low, high = wait_until(settled, TIMEOUT, what="size retention")
     assert high == 400
     assert low > 0, "no segment was deleted"
     assert sum(s.stat().st_size for s in segments) >= retention_bytes, "deleted too much"
@@ -367,7 +345,11 @@ def test_retention_by_time_deletes_old_segments(broker_factory) -> None:
     assert len(bases) > 2, f"expected several segments, got {bases}"
     keep_from = max(base for base in bases if base <= 200)
     assert keep_from > 0
-    wait_for(lambda: watermarks(b.bootstrap, topic)[0] == keep_from, f"log start {keep_from}")
+    wait_until(
+        lambda: watermarks(b.bootstrap, topic)[0] == keep_from,
+        TIMEOUT,
+        what=f"log start {keep_from}",
+    )
     assert watermarks(b.bootstrap, topic) == (keep_from, 220)
     assert int(live_segments(b, topic)[0].stem) == keep_from
     everything = old + recent
@@ -391,7 +373,7 @@ def test_clean_restart_keeps_topics_configs_and_data(broker_factory) -> None:
     doomed = create_topic(b.bootstrap, "keep-deleted")
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.delete_topics([doomed], operation_timeout=30)[doomed].result(TIMEOUT)
-    wait_for(lambda: doomed not in admin.list_topics(timeout=10).topics, "deletion")
+    wait_until(lambda: doomed not in admin.list_topics(timeout=10).topics, TIMEOUT, what="deletion")
 
     data = {(single, 0): [b"single-%d" % i for i in range(100)]}
     for p in range(3):
@@ -405,7 +387,7 @@ def test_clean_restart_keeps_topics_configs_and_data(broker_factory) -> None:
     topics = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
     assert single in topics and multi in topics
     assert doomed not in topics, "a deleted topic came back"
-    wait_for_topic(b.bootstrap, multi, 3)
+    wait_for_topic(AdminClient({"bootstrap.servers": b.bootstrap}), multi, 3)
     assert topic_config(b.bootstrap, multi, "retention.ms") == "123456"
     for (topic, p), values in data.items():
         assert watermarks(b.bootstrap, topic, p) == (0, len(values))
@@ -422,6 +404,6 @@ def test_topic_created_just_before_kill9_survives(broker_factory) -> None:
     )
     b.kill()
     b.start()
-    wait_for_topic(b.bootstrap, topic, 2)
+    wait_for_topic(AdminClient({"bootstrap.servers": b.bootstrap}), topic, 2)
     assert topic_config(b.bootstrap, topic, "retention.ms") == "86400000"
     assert produce(b.bootstrap, topic, [b"k"], partition=1) == [0]

@@ -12,27 +12,13 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from client_samples import BASE_TS, assert_read_back, sample_records
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
-BASE_TS = 1_700_000_000_000
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 120.0) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def sample_records(n: int) -> list[dict]:
-    records = []
-    for i in range(n):
-        records.append(
-            {
-                "key": None if i % 7 == 3 and i % 5 != 4 else f"key-{i}".encode(),
-                "value": None if i % 5 == 4 else (f"value-{i}-" * (i % 9 + 1)).encode(),
-                "headers": [("h-index", str(i).encode()), ("h-empty", b"")] if i % 2 else None,
-                "timestamp_ms": BASE_TS + 10 * i,
-            }
-        )
-    return records
 
 
 async def produce_all(bootstrap: str, topic: str, records: list[dict], **conf: Any) -> list:
@@ -83,13 +69,7 @@ def test_roundtrip_every_codec(bootstrap: str, new_topic, codec: str | None) -> 
             got = await getmany_n(c, 60)
         finally:
             await c.stop()
-        for i, (want, rec) in enumerate(zip(records, got, strict=True)):
-            assert rec.offset == i
-            assert rec.key == want["key"]
-            assert rec.value == want["value"]
-            assert rec.timestamp == want["timestamp_ms"]
-            assert rec.timestamp_type == 0  # CreateTime
-            assert list(rec.headers) == (want["headers"] or [])
+        assert_read_back(records, got)
 
     run(scenario())
 

@@ -13,33 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from client_samples import BASE_TS, assert_read_back, sample_records
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 OLD_CODECS = [None, "gzip", "snappy", "lz4"]  # zstd needs produce v7 (Kafka 2.1)
 OLD_APIS = [(0, 10), (0, 9)]
-BASE_TS = 1_700_000_000_000
 
 
 def api_id(api: tuple[int, ...]) -> str:
     return "api" + ".".join(map(str, api))
-
-
-def sample_records(n: int, *, headers: bool = True, timestamps: bool = True) -> list[dict]:
-    records = []
-    for i in range(n):
-        rec: dict = {
-            # kafka-python refuses a record with neither key nor value.
-            "key": None if i % 7 == 3 and i % 5 != 4 else f"key-{i}".encode(),
-            "value": None if i % 5 == 4 else (f"value-{i}-" * (i % 11 + 1)).encode(),
-        }
-        if headers and i % 2:
-            rec["headers"] = [("h-index", str(i).encode()), ("h-empty", b"")]
-        if timestamps:
-            rec["timestamp_ms"] = BASE_TS + 10 * i
-        records.append(rec)
-    return records
 
 
 def produce_all(bootstrap: str, topic: str, records: list[dict], **conf: object) -> list:
@@ -92,13 +76,7 @@ def test_roundtrip_every_codec(bootstrap: str, new_topic, codec: str | None) -> 
 
     with assigned_consumer(bootstrap, topic) as c:
         got = poll_n(c, 60)
-    for i, (want, rec) in enumerate(zip(records, got, strict=True)):
-        assert rec.offset == i
-        assert rec.key == want["key"]
-        assert rec.value == want["value"]
-        assert rec.timestamp == want["timestamp_ms"]
-        assert rec.timestamp_type == 0  # CreateTime
-        assert list(rec.headers) == want.get("headers", [])
+    assert_read_back(records, got)
 
 
 @pytest.mark.parametrize("codec", OLD_CODECS, ids=lambda c: c or "none")

@@ -21,6 +21,7 @@ from cluster import (  # noqa: F401  (fixtures)
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from session_expiry import session_expired
 
 ALL = {1, 2, 3}
 
@@ -169,23 +170,8 @@ def test_session_expiry_reregisters(cluster_factory, role: str) -> None:
         victim = controller
     else:
         victim = next(i for i in sorted(ALL) if i != controller)
-    _, stat = c.zk.get(f"/brokers/ids/{victim}")
-    epoch_before = stat.czxid
-    c[victim].pause()
-    try:
-        c.wait_until(
-            lambda: victim not in c.registered(),
-            "the paused broker's session to expire",
-            timeout=SESSION_TIMEOUT_MS / 1000 * 4 + 30,
-        )
-    finally:
-        c[victim].resume()
-
-    def reregistered() -> bool:
-        found = c.zk.exists(f"/brokers/ids/{victim}")
-        return found is not None and found.czxid > epoch_before
-
-    c.wait_until(reregistered, "re-registration with a new broker epoch")
+    with session_expired(c, victim):
+        pass
     summary = c.wait_until(lambda: c.converged([topic]), "metadata with the broker back")
     assert summary["brokers"] == [1, 2, 3]
     # The controller treated it as a restarted broker and gave it its replicas again.

@@ -6,11 +6,10 @@ and configs altered through one broker take effect on all of them."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
+from background_producer import BackgroundProducer
 from cluster import SESSION_TIMEOUT_MS, Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
-from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -20,6 +19,7 @@ from confluent_kafka.admin import (
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from session_expiry import session_expired
 
 ALL = [1, 2, 3]
 TOPIC_RESOURCE = 2
@@ -109,28 +109,13 @@ def test_expired_session_reregisters_and_rejoins_the_isr(cluster_factory) -> Non
     leader = c.wait_until(lambda: leader_serving(c, topic), "a serving leader")
     controller = c.controller().broker_id
     victim = next(b for b in ALL if b not in (leader, controller))
-    czxid = c.zk.exists(f"/brokers/ids/{victim}").czxid
-    c[victim].pause()
-    try:
-        c.wait_until(
-            lambda: victim not in c.registered(),
-            "the paused broker's session to expire",
-            timeout=SESSION_TIMEOUT_MS / 1000 * 4 + 30,
-        )
+    with session_expired(c, victim):
         # The controller took it out of the ISR; two in-sync replicas still take acks=all
         # writes, which the paused broker misses.
         without = sorted(set(ALL) - {victim})
         c.wait_until(lambda: isr_everywhere(c, topic, victim) == without, "the ISR without it")
         for i in range(5):
             assert produce_raw(c, leader, topic, f"while-away-{i}".encode()) == ErrorCode.NONE
-    finally:
-        c[victim].resume()
-
-    def reregistered() -> bool:
-        found = c.zk.exists(f"/brokers/ids/{victim}")
-        return found is not None and found.czxid > czxid
-
-    c.wait_until(reregistered, "re-registration with a new broker epoch")
     # It catches up and the leader expands the ISR again; every broker learns it.
     c.wait_until(lambda: isr_everywhere(c, topic) == ALL, "the ISR with the broker back")
     assert sorted(state(c, topic)["isr"]) == ALL
@@ -146,40 +131,13 @@ def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> No
     create(c, topic)
     leader = c.wait_until(lambda: leader_serving(c, topic), "a serving leader")
     bootstrap = ",".join(b.bootstrap for b in c.brokers.values())
-    delivered: dict[int, bytes] = {}
-    delivery_errors: list[KafkaError] = []
-    client_errors: list[KafkaError] = []
-    stop = threading.Event()
-
-    no_offset: list[bytes] = []  # delivered, but the broker's answer carried no offset
-
-    def on_delivery(err, msg) -> None:
-        if err is not None:
-            delivery_errors.append(err)
-        elif msg.offset() is None:
-            no_offset.append(msg.value())
-        else:
-            delivered[msg.offset()] = msg.value()
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "message.timeout.ms": 60000,
-            "retry.backoff.ms": 100,
-            "linger.ms": 5,
-            "error_cb": client_errors.append,
-        }
+    writer = BackgroundProducer(
+        bootstrap,
+        topic,
+        flush_seconds=90,
+        **{"enable.idempotence": True, "message.timeout.ms": 60000, "retry.backoff.ms": 100},
     )
-
-    def produce_forever() -> None:
-        n = 0
-        while not stop.is_set():
-            producer.produce(topic, f"record-{n}".encode(), partition=0, on_delivery=on_delivery)
-            n += 1
-            producer.poll(0.01)
-        producer.flush(90)
+    delivered = writer.acked
 
     # Every version of the partition state seen, in ZooKeeper's order.
     states: list[tuple[int, dict]] = []
@@ -189,9 +147,7 @@ def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> No
             states.append((stat.mzxid, json.loads(data)))
 
     c.zk.DataWatch(f"/brokers/topics/{topic}/partitions/0/state", on_state)
-    writer = threading.Thread(target=produce_forever, daemon=True)
-    writer.start()
-    try:
+    with writer:
         c.wait_until(lambda: len(delivered) > 50, "acknowledged writes")
         assert c[leader].stop() == 0, c[leader].log_tail()
         deregistered = c.zk.get("/brokers/ids")[1].pzxid
@@ -203,12 +159,9 @@ def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> No
         assert zxid < deregistered, "leadership moved only after the broker left"
         before = len(delivered)
         c.wait_until(lambda: len(delivered) > before + 50, "writes to the new leader")
-    finally:
-        stop.set()
-        writer.join(120)
-    assert not writer.is_alive()
-    assert not delivery_errors, [str(e) for e in delivery_errors]
-    fatal = [str(e) for e in client_errors if e.fatal()]
+    assert not writer.thread.is_alive()
+    assert not writer.errors, [str(e) for e in writer.errors]
+    fatal = [str(e) for e in writer.client_errors if e.fatal()]
     assert not fatal, fatal
     consumed = consume_all(bootstrap, topic)
     offsets = [o for o, _ in consumed]
@@ -220,7 +173,7 @@ def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> No
     assert len(seen) == len(set(seen)), "a record was written twice"
     # Now and then a delivery report right after the move carries no offset (cause not yet
     # known); such records must be present too.
-    assert set(no_offset) <= set(seen), "records delivered without an offset were lost"
+    assert set(writer.no_offset) <= set(seen), "records delivered without an offset were lost"
 
 
 def describe(c: Cluster, broker: int, resource_type: int, name: str, keys: list[str]) -> dict:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 
+from background_producer import BackgroundProducer
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
-from confluent_kafka import ElectionType, Producer, TopicPartition
+from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -139,40 +139,11 @@ def test_reassignment_while_producing(cluster_factory) -> None:
     c = cluster_factory(4, NO_REBALANCE)
     create_on(c, [1, 2, 3])
     bootstrap = ",".join(b.bootstrap for b in c.brokers.values())
-    acked: dict[int, bytes] = {}
-    failed: list[str] = []
-    stop = threading.Event()
-
-    def on_delivery(err, msg) -> None:
-        if err is None:
-            acked[msg.offset()] = msg.value()
-        else:
-            failed.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "message.timeout.ms": 120000,
-            "retry.backoff.ms": 200,
-            "linger.ms": 5,
-        }
-    )
-
-    def produce_forever() -> None:
-        n = 0
-        while not stop.is_set():
-            producer.produce(TOPIC, f"record-{n}".encode(), partition=0, on_delivery=on_delivery)
-            n += 1
-            producer.poll(0.01)
-        producer.flush(150)
-
     old_dir = c[1].data_dir / f"{TOPIC}-0"
     # The ISR in ZooKeeper is written at creation, before broker 1 has made its replica.
     c.wait_until(old_dir.is_dir, "the replica's directory on broker 1")
-    writer = threading.Thread(target=produce_forever, daemon=True)
-    writer.start()
-    try:
+    with BackgroundProducer(bootstrap, TOPIC) as writer:
+        acked = writer.acked
         c.wait_until(lambda: len(acked) > 50, "acknowledged writes")
         # Cancelling with nothing in flight is refused, as Kafka does.
         resp = reassign(c, None)
@@ -185,10 +156,8 @@ def test_reassignment_while_producing(cluster_factory) -> None:
         c.wait_until(lambda: not listed(c), "the reassignment to finish", timeout=90)
         before = len(acked)
         c.wait_until(lambda: len(acked) > before + 50, "writes after the move")
-    finally:
-        stop.set()
-        writer.join(180)
-    assert not writer.is_alive()
+    assert not writer.thread.is_alive()
+    assert not writer.no_offset, "acknowledged records without an offset"
     final = assignment(c)
     assert final["partitions"]["0"] == [2, 3, 4]
     assert not final.get("adding_replicas") and not final.get("removing_replicas")

@@ -18,18 +18,11 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from polling import wait_until
 
 WAIT_S = 90.0
 # The broker's group.min.session.timeout.ms: the shortest session a member may ask for.
 SHORT_SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> None:
@@ -185,7 +178,11 @@ def test_three_members_share_partitions_and_survive_kill_9(bootstrap: str, new_t
             flat = [p for s in sets for p in s]
             return sorted(flat) == list(range(6)) and all(sets)
 
-        wait_for(lambda: exactly_once(owners()), "every partition owned by exactly one member")
+        wait_until(
+            lambda: exactly_once(owners()),
+            WAIT_S,
+            what="every partition owned by exactly one member",
+        )
         expected = {(p, o) for p in range(6) for o in range(50)}
 
         def all_consumed() -> set[tuple[int, int]]:
@@ -194,22 +191,23 @@ def test_three_members_share_partitions_and_survive_kill_9(bootstrap: str, new_t
                 out |= m.consumed()
             return out
 
-        wait_for(lambda: expected <= all_consumed(), "the first 300 records")
+        wait_until(lambda: expected <= all_consumed(), WAIT_S, what="the first 300 records")
         victim = next(m for m in procs if m.assignment())
         orphaned = victim.assignment()
         victim.kill()
         survivors = [m for m in procs if m is not victim]
         produce(bootstrap, topic, 6, 50, "second")
         # After the victim's session times out, the survivors own everything.
-        wait_for(
+        wait_until(
             lambda: exactly_once([m.assignment() for m in survivors]),
-            "the survivors to own all six partitions",
+            WAIT_S,
+            what="the survivors to own all six partitions",
         )
         assert orphaned <= set().union(*(m.assignment() for m in survivors))
         ends = end_offsets(bootstrap, topic, 6)
         assert ends == dict.fromkeys(range(6), 100)
         everything = {(p, o) for p in range(6) for o in range(100)}
-        wait_for(lambda: everything <= all_consumed(), "every record at least once")
+        wait_until(lambda: everything <= all_consumed(), WAIT_S, what="every record at least once")
         assert all_consumed() == everything  # and nothing that was never written
         for m in survivors:
             assert not m.errors, m.errors
@@ -379,8 +377,10 @@ def test_groups_and_offsets_survive_broker_restart(broker_factory, kill: bool) -
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = "restart-topic"
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
-    wait_for(
-        lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3, "topic"
+    wait_until(
+        lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3,
+        WAIT_S,
+        what="topic",
     )
     produce(bootstrap, topic, 3, 10, "r")
     committed = {p: 3 + p for p in range(3)}
@@ -411,7 +411,9 @@ def test_groups_and_offsets_survive_broker_restart(broker_factory, kill: bool) -
         result = admin.list_consumer_groups().result(30)
         return {g.group_id for g in result.valid} if not result.errors else set()
 
-    wait_for(lambda: {"restart-group", "standalone-committer"} <= listed(), "groups listed")
+    wait_until(
+        lambda: {"restart-group", "standalone-committer"} <= listed(), WAIT_S, what="groups listed"
+    )
     described = admin.describe_consumer_groups(["restart-group"])["restart-group"].result(30)
     assert described.state.name == "EMPTY"
     probe = consumer(bootstrap, "restart-group")

@@ -8,11 +8,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from polling import wait_until
 
 WAIT_S = 90.0
 PARTITIONS = 4
@@ -26,14 +25,6 @@ def produce(bootstrap: str, topic: str) -> set[tuple[int, int]]:
             producer.produce(topic, value=f"{p}-{i}".encode(), partition=p)
     assert producer.flush(60) == 0
     return {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)}
-
-
-def wait_for(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def shared_out(assignments: list[set[int]]) -> bool:
@@ -103,7 +94,11 @@ def test_kafka_python_group(bootstrap: str, new_topic) -> None:
             with lock:
                 return expected <= seen and shared_out([set(o) for o in owned])
 
-        wait_for(lambda: done() or bool(failures), "two kafka-python members sharing the topic")
+        wait_until(
+            lambda: done() or bool(failures),
+            WAIT_S,
+            what="two kafka-python members sharing the topic",
+        )
     finally:
         stop.set()
         for t in threads:
@@ -201,13 +196,14 @@ def test_kcat_balanced_consumers_share_a_topic(kcat: str, bootstrap: str, new_to
             with lock:
                 return expected <= seen
 
-        wait_for(consumed, "kcat members to consume every record")
-        wait_for(
+        wait_until(consumed, WAIT_S, what="kcat members to consume every record")
+        wait_until(
             lambda: (
                 len(described_members(bootstrap, group)) == 2
                 and shared_out(described_members(bootstrap, group))
             ),
-            "two kcat members sharing the partitions",
+            WAIT_S,
+            what="two kcat members sharing the partitions",
         )
     finally:
         for p in procs:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import base64
 import socket
-import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker_process import free_port
+from client_samples import kafka_python_round_trip
 from cluster import Cluster
 from confluent_kafka.admin import (
     AdminClient,
@@ -27,7 +27,6 @@ from confluent_kafka.admin import (
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from kafka.net import sasl as kafka_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
-from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.security.acl import (
@@ -36,6 +35,8 @@ from odradek.broker.security.acl import (
     AclPermissionType,
     AclResourceType,
 )
+from polling import wait_until
+from raw_wire import call
 from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
@@ -96,26 +97,6 @@ def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
 
 class AuthFailed(Exception):
     pass
-
-
-def _read(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
-
-
-def call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
-    payload = codec.encode_request(api_key, version, 7, "token-test", body)
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    return codec.decode_response(api_key, version, _read(sock))[1]
 
 
 def sasl_connect(
@@ -250,7 +231,9 @@ def test_create_describe_renew_expire(tb: TokenBroker) -> None:
         assert resp["error_code"] == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
         # DESCRIBE_TOKENS on the owner shows a user the owner's tokens.
         allow(tb, AclResourceType.USER, "User:alice", "carol", AclOperation.DESCRIBE_TOKENS)
-        _eventually(lambda: token_id in token_ids(describe(carol)), "carol seeing the token")
+        wait_until(
+            lambda: token_id in token_ids(describe(carol)), 30.0, what="carol seeing the token"
+        )
     with sasl_connect(tb, "bob", USERS["bob"]) as bob:
         assert token_id in token_ids(describe(bob))
         # A token for someone else needs CREATE_TOKENS on that user.
@@ -296,7 +279,6 @@ def token_mechanism() -> Iterator[None]:
 def test_client_with_token_produces_consumes_until_expired(
     tb: TokenBroker, token_mechanism: None
 ) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     topic = f"token-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": tb.broker.bootstrap})
@@ -313,7 +295,7 @@ def test_client_with_token_produces_consumes_until_expired(
             meta = call(tok, ApiKey.METADATA, 4, body)
             return meta["topics"][0]["error_code"] == 0
 
-        _eventually(visible, "alice's topic ACL")
+        wait_until(visible, 30.0, what="alice's topic ACL")
     conf = {
         "bootstrap_servers": tb.sasl_addr,
         "security_protocol": "SASL_PLAINTEXT",
@@ -321,17 +303,8 @@ def test_client_with_token_produces_consumes_until_expired(
         "sasl_plain_username": created["token_id"],
         "sasl_plain_password": password_of(created),
     }
-    producer = KafkaProducer(**conf)
-    for i in range(10):
-        producer.send(topic, f"t{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
-    consumer.close()
-    assert got == [f"t{i}".encode() for i in range(10)]
+    values = [f"t{i}".encode() for i in range(10)]
+    assert kafka_python_round_trip(conf, topic, values) == values
 
     # Expire it now (period 0): logins fail at once, and the sweep removes the token.
     with sasl_connect(tb, "alice", USERS["alice"]) as alice:
@@ -344,13 +317,6 @@ def test_client_with_token_produces_consumes_until_expired(
             time.sleep(0.1)
     with pytest.raises(AuthFailed):
         sasl_connect(tb, created["token_id"], password_of(created), token=True)
-
-
-def _eventually(attempt: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not attempt():
-        assert time.monotonic() < deadline, f"{what} not reached after {timeout}s"
-        time.sleep(0.1)
 
 
 def _logs_in(port: int, user: str, password: str, *, token: bool = False) -> bool:
@@ -382,26 +348,30 @@ def test_token_known_to_every_broker_of_a_cluster(zk_ensemble: ZkEnsemble, tmp_p
         )
         for fut in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
             fut.result(30)
-        _eventually(lambda: _logs_in(sasl_ports[1], "alice", "alice-pw"), "alice's login")
+        wait_until(lambda: _logs_in(sasl_ports[1], "alice", "alice-pw"), 30.0, what="alice's login")
         with sasl_connect(sasl_ports[1], "alice", "alice-pw") as alice:
             created = create_token(alice, [])
         assert created["error_code"] == 0
         token_id, password = created["token_id"], password_of(created)
         for broker_id in (2, 3):
-            _eventually(
+            wait_until(
                 lambda p=sasl_ports[broker_id]: _logs_in(p, token_id, password, token=True),
-                f"token login on broker {broker_id}",
+                30.0,
+                what=f"token login on broker {broker_id}",
             )
         # Expired through broker 3: no broker accepts it any more.
-        _eventually(lambda: _logs_in(sasl_ports[3], "alice", "alice-pw"), "alice on broker 3")
+        wait_until(
+            lambda: _logs_in(sasl_ports[3], "alice", "alice-pw"), 30.0, what="alice on broker 3"
+        )
         with sasl_connect(sasl_ports[3], "alice", "alice-pw") as alice:
             resp = call(alice, ApiKey.EXPIRE_DELEGATION_TOKEN, 2,
                         {"hmac": created["hmac"], "expiry_time_period_ms": -1})  # fmt: skip
             assert resp["error_code"] == 0
         for broker_id in (1, 2):
-            _eventually(
+            wait_until(
                 lambda p=sasl_ports[broker_id]: not _logs_in(p, token_id, password, token=True),
-                f"token refused on broker {broker_id}",
+                30.0,
+                what=f"token refused on broker {broker_id}",
             )
     finally:
         cluster.stop()

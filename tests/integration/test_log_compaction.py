@@ -17,6 +17,7 @@ from broker_process import free_port
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import OdradekBroker, _live_brokers, run_kafka_tool
 from odradek.broker.records.record import decode_all
+from polling import wait_until
 
 TIMEOUT = 90.0
 SEGMENT_MS = 2000
@@ -101,20 +102,18 @@ def segment_records(partition_dir: Path) -> list[list[tuple[int, bytes | None, b
     raise AssertionError(f"could not read the segments of {partition_dir}")
 
 
-def wait_for(check, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}", pytrace=False)
-        time.sleep(0.2)
-
-
 def below_active(partition_dir: Path) -> list[tuple[int, bytes | None, bytes | None]]:
     segments = segment_records(partition_dir)
     return [r for seg in segments[:-1] for r in seg]
+
+
+def wait_cleaned(partition_dir: Path, records: int, what: str) -> None:
+    """Until the segments below the active one hold `records` records besides roll markers."""
+    wait_until(
+        lambda: len([r for r in below_active(partition_dir) if r[1] != b"~roll"]) == records,
+        TIMEOUT,
+        what=what,
+    )
 
 
 def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -161,7 +160,7 @@ def test_100k_updates_over_1000_keys(broker, new_topic) -> None:
         keys_seen = [k for _, k, _ in records if k != b"~roll"]
         return records if len(keys_seen) == len(set(keys_seen)) == 1000 else None
 
-    records = wait_for(cleaned, "the log to hold one record per key")
+    records = wait_until(cleaned, TIMEOUT, what="the log to hold one record per key")
     for offset, key, value in records:
         if key == b"~roll":
             continue
@@ -181,7 +180,7 @@ def test_100k_updates_over_1000_keys(broker, new_topic) -> None:
         data = [(k, v) for _, k, v in records if k != b"~roll"]
         return data if len(data) == 900 and all(v == b"again" for _, v in data) else None
 
-    wait_for(tombstones_gone, "the tombstones to be removed")
+    wait_until(tombstones_gone, TIMEOUT, what="the tombstones to be removed")
     seen = {k: v for _, k, v in consume_all(bootstrap, topic) if k != b"~roll"}
     assert seen == {key: b"again" for key in keys[100:]}
 
@@ -196,12 +195,7 @@ def test_head_younger_than_min_compaction_lag_is_never_touched(broker, new_topic
     roll(bootstrap, young)
     roll(bootstrap, other)
     # The cleaner works: the other topic shrinks to one record per key...
-    wait_for(
-        lambda: (
-            len([r for r in below_active(broker.data_dir / f"{other}-0") if r[1] != b"~roll"]) == 10
-        ),
-        "the other topic to be cleaned",
-    )
+    wait_cleaned(broker.data_dir / f"{other}-0", 10, "the other topic to be cleaned")
     time.sleep(1.0)  # several more cleaner passes
     # ...while every record of the young topic is still there, at its offset.
     records = [r for seg in segment_records(broker.data_dir / f"{young}-0") for r in seg]
@@ -262,10 +256,7 @@ def test_kill_9_during_cleaning(broker_factory, point) -> None:
     }
     pdir = node.data_dir / f"{topic}-0"
     roll(node.bootstrap, topic)
-    wait_for(
-        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
-        "cleaning to complete after the restart",
-    )
+    wait_cleaned(pdir, 200, "cleaning to complete after the restart")
 
 
 def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) -> None:
@@ -295,7 +286,7 @@ def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) ->
             and total < (commits * 3 // 4)
         )
 
-    wait_for(shrunk, "__consumer_offsets to be compacted")
+    wait_until(shrunk, TIMEOUT, what="__consumer_offsets to be compacted")
 
     def committed() -> list[int]:
         reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
@@ -354,10 +345,7 @@ def test_compressed_batches_survive_cleaning_and_kafka_dump_log_reads_them(
             latest[acked[offset][0]] = (offset, acked[offset][1])
     roll(broker.bootstrap, topic)
     pdir = broker.data_dir / f"{topic}-0"
-    wait_for(
-        lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 200,
-        "the topic to be cleaned",
-    )
+    wait_cleaned(pdir, 200, "the topic to be cleaned")
     segments = sorted(pdir.glob("*.log"))[:-1]
     out = run_kafka_tool(
         "kafka-dump-log.sh", "--files", ",".join(map(str, segments)), "--print-data-log",
@@ -386,7 +374,7 @@ def test_cleaner_metrics_with_kafkas_names(broker, new_topic) -> None:
     produce(broker.bootstrap, topic, items)
     roll(broker.bootstrap, topic)
     pdir = broker.data_dir / f"{topic}-0"
-    wait_for(lambda: len([r for r in below_active(pdir) if r[1] != b"~roll"]) == 2500, "cleaning")
+    wait_cleaned(pdir, 2500, "cleaning")
     text = scrape(METRICS_PORT)
     # Every key was written twice: the last cleaning dropped part of what it read.
     assert 0 < sample(text, "kafka_log_logcleaner_cleaner_recopy_percent") < 100
@@ -438,7 +426,7 @@ def test_aborted_transactions_are_cleaned_away(broker, new_topic) -> None:
             found if sorted(found) == sorted((f"k{k}".encode(), b"r8") for k in range(20)) else None
         )
 
-    wait_for(cleaned, "the aborted transactions to be cleaned away")
+    wait_until(cleaned, TIMEOUT, what="the aborted transactions to be cleaned away")
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"u-{topic}",
                          "isolation.level": "read_uncommitted", "enable.auto.commit": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])

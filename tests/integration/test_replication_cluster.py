@@ -5,12 +5,11 @@ min.insync.replicas (reference §3)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
+from background_producer import BackgroundProducer
 from cluster import Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
-from confluent_kafka import Producer
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
@@ -53,38 +52,8 @@ def test_acks_all_survives_kill_9_of_the_leader(cluster_factory, idempotent: boo
     c = cluster_factory(3, OVERRIDES)
     create(c)
     bootstrap = ",".join(b.bootstrap for b in c.brokers.values())
-    acked: dict[int, bytes] = {}
-    failed: list[str] = []
-    stop = threading.Event()
-
-    def on_delivery(err, msg) -> None:
-        if err is None:
-            acked[msg.offset()] = msg.value()
-        else:
-            failed.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": idempotent,
-            "message.timeout.ms": 120000,
-            "retry.backoff.ms": 200,
-            "linger.ms": 5,
-        }
-    )
-
-    def produce_forever() -> None:
-        n = 0
-        while not stop.is_set():
-            producer.produce(TOPIC, f"record-{n}".encode(), partition=0, on_delivery=on_delivery)
-            n += 1
-            producer.poll(0.01)
-        producer.flush(150)
-
-    writer = threading.Thread(target=produce_forever, daemon=True)
-    writer.start()
-    try:
+    with BackgroundProducer(bootstrap, TOPIC, **{"enable.idempotence": idempotent}) as writer:
+        acked = writer.acked
         for _ in range(KILLS):
             before = len(acked)
             c.wait_until(lambda b=before: len(acked) > b + 20, "acknowledged writes")
@@ -97,11 +66,9 @@ def test_acks_all_survives_kill_9_of_the_leader(cluster_factory, idempotent: boo
             c.wait_until(lambda: full_isr(c), "the restarted broker back in the ISR")
         before = len(acked)
         c.wait_until(lambda: len(acked) > before + 20, "writes after the last restart")
-    finally:
-        stop.set()
-        writer.join(180)
-    assert not writer.is_alive()
-    assert acked, failed
+    assert not writer.thread.is_alive()
+    assert acked, [str(e) for e in writer.errors]
+    assert not writer.no_offset, "acknowledged records without an offset"
     consumed = consume_all(bootstrap, TOPIC)
     offsets = [o for o, _ in consumed]
     assert offsets == list(range(len(offsets))), "offsets have gaps or duplicates"

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from broker_process import free_port
 from certs import CertificateAuthority
+from client_samples import kafka_python_round_trip
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -27,9 +28,9 @@ from confluent_kafka.admin import (
 )
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from odradek.broker import client as ours
-from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from raw_wire import call, frame, recv_frame
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -168,7 +169,7 @@ def test_confluent_ssl_client_certificate(secure: SecureBroker) -> None:
 
 def test_ssl_client_without_certificate_is_refused(secure: SecureBroker) -> None:
     ctx = ssl.create_default_context(cafile=str(secure.ca.pem.cert))
-    request = _frame(ApiKey.API_VERSIONS, 0, {})
+    request = frame(ApiKey.API_VERSIONS, 0, {})
     with socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=10) as raw:
         with pytest.raises((ssl.SSLError, ConnectionError, EOFError)):
             with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
@@ -229,9 +230,6 @@ def test_wrong_password_fails_and_reads_nothing(secure: SecureBroker, conf_fn) -
 
 
 def test_kafka_python_sasl_plaintext_scram_sha256(secure: SecureBroker) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
-
     topic = _topic(secure)
     conf = {
         "bootstrap_servers": secure.addr("SASL_PLAINTEXT"),
@@ -240,44 +238,10 @@ def test_kafka_python_sasl_plaintext_scram_sha256(secure: SecureBroker) -> None:
         "sasl_plain_username": "carol",
         "sasl_plain_password": "carol-scram",
     }
-    producer = KafkaProducer(**conf)
-    for i in range(10):
-        producer.send(topic, f"m{i}".encode())
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=10000)
-    consumer.assign([KTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = [m.value for _, m in zip(range(10), consumer, strict=False)]
-    consumer.close()
-    assert got == _expected(10)
+    assert kafka_python_round_trip(conf, topic, _expected(10)) == _expected(10)
 
 
 # --- the SASL states on the wire ------------------------------------------------------------
-
-
-def _frame(api_key: int, version: int, body: dict, correlation_id: int = 1) -> bytes:
-    payload = codec.encode_request(api_key, version, correlation_id, "sasl-test", body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def _read(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
-
-
-def _call(sock: socket.socket, api_key: int, version: int, body: dict) -> dict:
-    sock.sendall(_frame(api_key, version, body))
-    return codec.decode_response(api_key, version, _read(sock))[1]
 
 
 def _connect(secure: SecureBroker) -> socket.socket:
@@ -293,27 +257,27 @@ def _closed(sock: socket.socket) -> bool:
 
 def test_handshake_v0_then_bare_plain_token(secure: SecureBroker) -> None:
     with _connect(secure) as sock:
-        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
+        resp = call(sock, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
         assert resp["error_code"] == 0
         assert resp["mechanisms"] == ["PLAIN", "SCRAM-SHA-256"]
         token = b"\x00bob\x00bob-plain"
         sock.sendall(struct.pack(">i", len(token)) + token)
-        assert _read(sock) == b""  # PLAIN's empty server reply, as a bare frame
-        meta = _call(sock, ApiKey.METADATA, 1, {"topics": []})
+        assert recv_frame(sock) == b""  # PLAIN's empty server reply, as a bare frame
+        meta = call(sock, ApiKey.METADATA, 1, {"topics": []})
         assert [b["port"] for b in meta["brokers"]] == [secure.ports["SASL_PLAINTEXT"]]
 
 
 def test_requests_before_authentication_close_the_connection(secure: SecureBroker) -> None:
     with _connect(secure) as sock:
-        versions = _call(sock, ApiKey.API_VERSIONS, 0, {})
+        versions = call(sock, ApiKey.API_VERSIONS, 0, {})
         assert versions["error_code"] == 0
-        sock.sendall(_frame(ApiKey.METADATA, 1, {"topics": []}))
+        sock.sendall(frame(ApiKey.METADATA, 1, {"topics": []}))
         assert _closed(sock)
 
 
 def test_unsupported_mechanism_and_out_of_order_requests(secure: SecureBroker) -> None:
     with _connect(secure) as sock:
-        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
+        resp = call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "GSSAPI"})
         assert resp["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
         assert resp["mechanisms"] == ["PLAIN", "SCRAM-SHA-256"]
         assert _closed(sock)
@@ -323,26 +287,26 @@ def test_unsupported_mechanism_and_out_of_order_requests(secure: SecureBroker) -
         "ask for it get UNSUPPORTED_SASL_MECHANISM"
     ) in secure.broker.log_text()
     with _connect(secure) as sock:
-        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
+        resp = call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
         assert resp["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
         assert _closed(sock)
     with _connect(secure) as sock:
-        assert _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00bob\x00nope"})
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00bob\x00nope"})
         assert resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert resp["error_message"] == "Authentication failed: Invalid username or password"
         assert _closed(sock)
     with _connect(secure) as sock:
-        assert _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-        resp = _call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
+        assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = call(sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\x00bob\x00bob-plain"})
         assert resp["error_code"] == 0 and resp["session_lifetime_ms"] == 0
-        again = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        again = call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
         assert again["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
 
 
 def test_plaintext_listener_answers_sasl_with_illegal_state(secure: SecureBroker) -> None:
     with socket.create_connection(("127.0.0.1", secure.broker.port), timeout=10) as sock:
-        resp = _call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        resp = call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
         assert resp["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
 
 

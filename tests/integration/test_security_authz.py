@@ -4,15 +4,13 @@ confluent-kafka's AdminClient; `alice` is checked with confluent-kafka clients a
 
 from __future__ import annotations
 
-import socket
-import struct
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from authz_clients import consume, produce_errors
 from broker_process import free_port
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -23,10 +21,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
-from odradek.broker.protocol import codec
+from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from polling import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
 JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
@@ -76,19 +75,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         broker.start()
         secured = AclBroker(broker, sasl)
         admin = secured.admin()
-        wait_for(lambda: admin.list_topics(timeout=10).controller_id >= 0, "a controller")
+        wait_until(
+            lambda: admin.list_topics(timeout=10).controller_id >= 0, WAIT_S, what="a controller"
+        )
         yield secured
     finally:
         broker.stop()
         if broker in _live_brokers:
             _live_brokers.remove(broker)
-
-
-def wait_for(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} after {WAIT_S}s"
-        time.sleep(0.1)
 
 
 def unique(prefix: str) -> str:
@@ -104,7 +98,7 @@ def create_topic(secured: AclBroker, name: str, records: int = 0) -> None:
         t = admin.list_topics(name, timeout=10).topics.get(name)
         return t is not None and t.error is None and t.partitions[0].leader >= 0
 
-    wait_for(has_leader, f"leader for {name}")
+    wait_until(has_leader, WAIT_S, what=f"leader for {name}")
     if records:
         producer = Producer(secured.conf("admin"))
         for i in range(records):
@@ -128,34 +122,17 @@ def alice_acl(
     return AclBinding(rtype, name, pattern, "User:alice", "*", op, perm)
 
 
-class Raw:
+class Raw(BlockingConnection):
     """A SASL/PLAIN-authenticated connection speaking raw requests."""
 
     def __init__(self, secured: AclBroker, user: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", secured.sasl_port), timeout=10)
-        self.correlation = 0
+        super().__init__("127.0.0.1", secured.sasl_port, timeout=10, client_id="authz-test")
         assert self.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
         token = f"\0{user}\0{PASSWORDS[user]}".encode()
         assert self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})["error_code"] == 0
 
-    def call(self, api_key: int, version: int, body: dict) -> dict:
-        self.correlation += 1
-        payload = codec.encode_request(api_key, version, self.correlation, "authz-test", body)
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", self._exact(4))
-        return codec.decode_response(api_key, version, self._exact(size))[1]
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
+    def __enter__(self) -> Raw:
+        return self
 
     def metadata(self, topics: list[str] | None, **flags: bool) -> dict:
         wanted = None if topics is None else [{"name": t} for t in topics]
@@ -182,61 +159,20 @@ class Raw:
         return resp["responses"][0]["partitions"][0]["error_code"]
 
 
-def consume(conf: dict[str, str], topic: str, group: str, n: int) -> tuple[list[bytes], set[int]]:
-    """Subscribe with `group` and read until `n` values or an authorization error."""
-    errors: set[int] = set()
-    consumer = Consumer(
-        {**conf, "group.id": group, "auto.offset.reset": "earliest",
-         "error_cb": lambda e: errors.add(e.code())}
-    )  # fmt: skip
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    denied = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
-    deadline = time.monotonic() + WAIT_S
-    while len(got) < n and not errors & denied and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            errors.add(msg.error().code())
-        else:
-            got.append(msg.value())
-    consumer.close()
-    return got, errors
-
-
-def produce_errors(conf: dict[str, str], topic: str, n: int) -> list[int]:
-    """Produce n values; the delivery error codes (empty when all were written)."""
-    failures: list[int] = []
-
-    def report(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failures.append(err.code())
-
-    producer = Producer({**conf, "message.timeout.ms": 10000})
-    for i in range(n):
-        producer.produce(topic, value=f"m{i}".encode(), on_delivery=report)
-    producer.flush(30)
-    return failures
-
-
 def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None:
     topic = unique("noacl")
     create_topic(secured, topic, records=3)
     failures = produce_errors(secured.conf("alice"), topic, 3)
     assert failures == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
     group = unique("g")
-    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
     assert got == []
     assert KafkaError.GROUP_AUTHORIZATION_FAILED in errors
     # With the group allowed, the topic is what is refused.
     add_acls(secured, alice_acl(ResourceType.GROUP, group, AclOperation.READ))
-    alice = Raw(secured, "alice")
-    try:
-        wait_for(lambda: alice.coordinator_error(group) == 0, "group ACL applied")
-    finally:
-        alice.close()
-    got, errors = consume(secured.conf("alice"), topic, group, 3)
+    with Raw(secured, "alice") as alice:
+        wait_until(lambda: alice.coordinator_error(group) == 0, WAIT_S, what="group ACL applied")
+    got, errors = consume(secured.conf("alice"), topic, group, 3, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
@@ -244,8 +180,7 @@ def test_user_without_acls_cannot_produce_or_consume(secured: AclBroker) -> None
 def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
     topic = unique("raw")
     create_topic(secured, topic, records=1)
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         batch = build_batch([Record(0, 0, None, b"x", [])])
         produced = alice.call(
             ApiKey.PRODUCE,
@@ -291,18 +226,13 @@ def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
         assert acls["results"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         meta = alice.metadata(None, include_cluster_authorized_operations=True)
         assert meta["cluster_authorized_operations"] == 0
-    finally:
-        alice.close()
-    admin = Raw(secured, "admin")
-    try:
+    with Raw(secured, "admin") as admin:
         meta = admin.metadata([topic], include_cluster_authorized_operations=True)
         assert meta["topics"][0]["error_code"] == 0
         # The cluster's operations: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         # IDEMPOTENT_WRITE, ALTER, DESCRIBE.
         ops = {5, 9, 10, 11, 12, 7, 8}
         assert meta["cluster_authorized_operations"] == sum(1 << op for op in ops)
-    finally:
-        admin.close()
 
 
 def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -> None:
@@ -313,10 +243,9 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
         alice_acl(ResourceType.TOPIC, topic, AclOperation.READ),
         alice_acl(ResourceType.GROUP, group, AclOperation.READ),
     )
-    alice = Raw(secured, "alice")
-    try:
-        wait_for(lambda: alice.topic_error(topic) == 0, "READ ACL applied")
-        got, errors = consume(secured.conf("alice"), topic, group, 5)
+    with Raw(secured, "alice") as alice:
+        wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="READ ACL applied")
+        got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
         assert got == [f"m{i}".encode() for i in range(5)], errors
         # READ does not imply WRITE.
         failures = produce_errors(secured.conf("alice"), topic, 1)
@@ -326,10 +255,8 @@ def test_allow_acl_lets_user_consume_and_deny_overrides_it(secured: AclBroker) -
             secured,
             alice_acl(ResourceType.TOPIC, topic, AclOperation.READ, AclPermissionType.DENY),
         )
-        wait_for(lambda: alice.fetch_error(topic) == TAF, "DENY ACL applied")
-    finally:
-        alice.close()
-    got, errors = consume(secured.conf("alice"), topic, group, 5)
+        wait_until(lambda: alice.fetch_error(topic) == TAF, WAIT_S, what="DENY ACL applied")
+    got, errors = consume(secured.conf("alice"), topic, group, 5, timeout=WAIT_S)
     assert got == []
     assert KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
@@ -345,14 +272,11 @@ def test_prefixed_acl_covers_new_topics(secured: AclBroker) -> None:
     )
     topic = prefix + "orders"
     create_topic(secured, topic)  # after the ACLs
-    alice = Raw(secured, "alice")
-    try:
-        wait_for(lambda: alice.topic_error(topic) == 0, "prefixed ACL applied")
+    with Raw(secured, "alice") as alice:
+        wait_until(lambda: alice.topic_error(topic) == 0, WAIT_S, what="prefixed ACL applied")
         assert alice.topic_error(unique("team") + ".other") == TAF
-    finally:
-        alice.close()
     assert produce_errors(secured.conf("alice"), topic, 4) == []
-    got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4)
+    got, errors = consume(secured.conf("alice"), topic, prefix + "app", 4, timeout=WAIT_S)
     assert got == [f"m{i}".encode() for i in range(4)], errors
 
 
@@ -361,15 +285,12 @@ def test_metadata_hides_topics_the_user_may_not_describe(secured: AclBroker) -> 
     create_topic(secured, visible)
     create_topic(secured, hidden)
     add_acls(secured, alice_acl(ResourceType.TOPIC, visible, AclOperation.DESCRIBE))
-    alice = Raw(secured, "alice")
-    try:
-        wait_for(lambda: alice.topic_error(visible) == 0, "DESCRIBE ACL applied")
+    with Raw(secured, "alice") as alice:
+        wait_until(lambda: alice.topic_error(visible) == 0, WAIT_S, what="DESCRIBE ACL applied")
         listed = {t["name"] for t in alice.metadata(None)["topics"]}
         assert visible in listed
         assert hidden not in listed
         assert alice.topic_error(hidden) == TAF
-    finally:
-        alice.close()
     as_alice = AdminClient(secured.conf("alice")).list_topics(timeout=10)
     assert visible in as_alice.topics and hidden not in as_alice.topics
     named = AdminClient(secured.conf("alice")).list_topics(hidden, timeout=10).topics[hidden]
@@ -398,8 +319,7 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
     producer.produce(topic, value=b"in-txn")
     producer.commit_transaction(30)
 
-    alice = Raw(secured, "alice")
-    try:
+    with Raw(secured, "alice") as alice:
         found = alice.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
         assert found["error_code"] == 0
         described = alice.call(
@@ -460,5 +380,3 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
         )  # fmt: skip
         code = other["responses"][0]["partition_responses"][0]["error_code"]
         assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    finally:
-        alice.close()

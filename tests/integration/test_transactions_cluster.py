@@ -11,10 +11,10 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from cluster import Cluster, run
+from cluster import Cluster, ClusterBroker, run
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
@@ -102,15 +102,20 @@ class TxnWorkload:
                 "linger.ms": 2,
             }
         )
+        self._retrying("init", lambda: p.init_transactions(30))
+        return p
+
+    def _retrying(self, what: str, call: Callable[[], None]) -> None:
+        """`call` again while it fails with a retriable error, for TIMEOUT seconds at most."""
         deadline = time.monotonic() + TIMEOUT
         while True:
             try:
-                p.init_transactions(30)
-                return p
+                call()
+                return
             except KafkaException as e:
-                if time.monotonic() > deadline or not e.args[0].retriable():
+                if not e.args[0].retriable() or time.monotonic() > deadline:
                     raise
-                self.errors.append(f"init: {e}")
+                self.errors.append(f"{what} retried: {e}")
 
     def _run(self) -> None:
         p = self._producer()
@@ -136,27 +141,15 @@ class TxnWorkload:
                 time.sleep(0.2)
 
     def _commit(self, p: Producer) -> str:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                p.commit_transaction(20)
-                return "committed"
-            except KafkaException as e:
-                err: KafkaError = e.args[0]
-                if not err.retriable() or time.monotonic() > deadline:
-                    raise
-                self.errors.append(f"commit retried: {e}")
+        self._retrying("commit", lambda: p.commit_transaction(20))
+        return "committed"
 
     def _abort(self, p: Producer) -> str:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                p.abort_transaction(20)
-                return "aborted"
-            except KafkaException as e:
-                if not e.args[0].retriable() or time.monotonic() > deadline:
-                    return "unknown"
-                self.errors.append(f"abort retried: {e}")
+        try:
+            self._retrying("abort", lambda: p.abort_transaction(20))
+        except KafkaException:
+            return "unknown"
+        return "aborted"
 
     def committed_count(self) -> int:
         return sum(1 for o in list(self.outcomes.values()) if o == "committed")
@@ -220,29 +213,38 @@ def check(w: TxnWorkload, seen: list[bytes]) -> None:
     assert w.committed_count() >= 10
 
 
-def test_kill9_of_the_transaction_coordinator(cluster: Cluster) -> None:
+def started_workload(cluster: Cluster) -> TxnWorkload:
+    """A transactional producer busy on a new topic, five commits in."""
     topic = create_topic(cluster)
-    txn_id = f"{topic}-producer"
-    w = TxnWorkload(cluster, topic, txn_id)
+    w = TxnWorkload(cluster, topic, f"{topic}-producer")
     w.thread.start()
     w.wait_commits(5)
+    return w
+
+
+def restart_and_check(cluster: Cluster, w: TxnWorkload, victim: ClusterBroker) -> None:
+    """Bring the killed broker back, let five more transactions commit, then stop and check
+    every outcome against what a read_committed consumer sees."""
+    victim.start()
+    w.wait_commits(w.committed_count() + 5)
+    w.finish()
+    check(w, read_committed(cluster, w.topic))
+
+
+def test_kill9_of_the_transaction_coordinator(cluster: Cluster) -> None:
+    w = started_workload(cluster)
+    txn_id = w.txn_id
     victim = cluster[coordinator_of(cluster, txn_id)]
     victim.kill()
     before = w.committed_count()
     w.wait_commits(before + 5)  # the coordinator moved to another broker
     assert coordinator_of(cluster, txn_id) != victim.broker_id
-    victim.start()
-    w.wait_commits(w.committed_count() + 5)
-    w.finish()
-    check(w, read_committed(cluster, topic))
+    restart_and_check(cluster, w, victim)
 
 
 def test_kill9_of_a_partition_leader(cluster: Cluster) -> None:
-    topic = create_topic(cluster)
-    txn_id = f"{topic}-producer"
-    w = TxnWorkload(cluster, topic, txn_id)
-    w.thread.start()
-    w.wait_commits(5)
+    w = started_workload(cluster)
+    topic, txn_id = w.topic, w.txn_id
     coordinator = coordinator_of(cluster, txn_id)
     # A leader of the topic that is not the transaction coordinator.
     victim_id = next(
@@ -254,7 +256,4 @@ def test_kill9_of_a_partition_leader(cluster: Cluster) -> None:
     victim = cluster[victim_id]
     victim.kill()
     w.wait_commits(w.committed_count() + 5)
-    victim.start()
-    w.wait_commits(w.committed_count() + 5)
-    w.finish()
-    check(w, read_committed(cluster, topic))
+    restart_and_check(cluster, w, victim)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -22,6 +21,7 @@ from odradek.broker.cluster.metadata_store import (
 )
 from odradek.broker.cluster.zk_store import ConnectionTimeoutError, ZkStore, parse_connect
 from odradek.broker.config import load_config
+from polling import wait_until
 from watch_recorder import Recorder
 from zookeeper import ZkEnsemble, ZkServer, four_letter_word, free_ports
 
@@ -53,13 +53,6 @@ def open_store(zk_ensemble: ZkEnsemble, chroot: str) -> Iterator[Callable[..., Z
 @pytest.fixture
 def store(open_store: Callable[..., ZkStore]) -> ZkStore:
     return open_store()
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def server_of(ensemble: ZkEnsemble, session_id: int) -> ZkServer:
@@ -226,7 +219,7 @@ def test_changes_missed_while_disconnected_fire_the_watches(zk_ensemble, chroot,
                 target=lambda: (lonely.set("/quiet", b"from lonely"), done.set())
             )
             blocked.start()
-            wait_until(lambda: not lonely.connected)
+            wait_until(lambda: not lonely.connected, WAIT, interval=0.05, what="the disconnection")
         blocked.join(WAIT)
         assert done.is_set() and lonely.session_id == session
         lonely.wait_for_watches()

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from odradek.broker.client import AdminClient
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "manifests" / "crds"
@@ -53,20 +54,6 @@ OPERATOR_ENV = {
 }
 
 live_processes: list[Process] = []  # stopped at session end; logs shown on failure
-
-
-def wait_until(
-    check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3, what: str = ""
-) -> Any:
-    """Poll `check` until it returns something truthy; fail with `what` and its last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what or check}; last: {last!r}")
 
 
 # -- tools ---------------------------------------------------------------------------------

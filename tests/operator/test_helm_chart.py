@@ -59,6 +59,11 @@ def properties(text: str) -> dict[str, str]:
     return props
 
 
+def configmap_properties(docs: list[dict], configmap: str, key: str) -> dict[str, str]:
+    """The key=value lines of the file `key` in the rendered ConfigMap named `configmap`."""
+    return properties(find(docs, "ConfigMap", configmap)["data"][key])
+
+
 # -- lint and schema (no API server needed) ------------------------------------------------
 
 
@@ -263,21 +268,36 @@ def test_broker_statefulset(helm: Path, tmp_path: Path) -> None:
 
 
 def test_broker_config_values(helm: Path, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, LARGE, "prod")
-    props = properties(find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
     # numbers keep their digits (no float exponent), the user's values win over the chart's
-    assert props["min.insync.replicas"] == "2"
-    assert props["log.cleaner.min.cleanable.ratio"] == "0.3"
-    assert props["offsets.topic.replication.factor"] == "3"
-    assert props["zookeeper.connect"] == "zk-a:2181,zk-b:2181/kafka/prod"
-    assert not [d for d in docs if "zookeeper" in d["metadata"]["name"]]
-    small = render(helm, tmp_path, SMALL, "dev")
-    props = properties(find(small, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
-    assert props["log.retention.ms"] == "604800000"
-    assert props["auto.create.topics.enable"] == "false"
-    assert props["offsets.topic.replication.factor"] == "1"
-    assert props["transaction.state.log.min.isr"] == "1"
-    zk = find(small, "ConfigMap", f"{RELEASE}-zookeeper")
+    cases = [
+        (
+            LARGE,
+            "prod",
+            {
+                "min.insync.replicas": "2",
+                "log.cleaner.min.cleanable.ratio": "0.3",
+                "offsets.topic.replication.factor": "3",
+                "zookeeper.connect": "zk-a:2181,zk-b:2181/kafka/prod",
+            },
+        ),
+        (
+            SMALL,
+            "dev",
+            {
+                "log.retention.ms": "604800000",
+                "auto.create.topics.enable": "false",
+                "offsets.topic.replication.factor": "1",
+                "transaction.state.log.min.isr": "1",
+            },
+        ),
+    ]
+    rendered = {}
+    for values, namespace, want in cases:
+        rendered[namespace] = render(helm, tmp_path, values, namespace)
+        props = configmap_properties(rendered[namespace], f"{RELEASE}-broker", "server.properties")
+        assert {k: props.get(k) for k in want} == want
+    assert not [d for d in rendered["prod"] if "zookeeper" in d["metadata"]["name"]]
+    zk = find(rendered["dev"], "ConfigMap", f"{RELEASE}-zookeeper")
     assert "server.1=" not in zk["data"]["zoo.cfg"]
 
 
@@ -285,7 +305,7 @@ def test_sasl_listener(helm: Path, tmp_path: Path) -> None:
     """broker.sasl: a SASL_PLAINTEXT listener each broker advertises under its stable name, on
     both Services; brokers keep replicating over PLAINTEXT."""
     docs = render(helm, tmp_path, LARGE, "prod")
-    props = properties(find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"])
+    props = configmap_properties(docs, f"{RELEASE}-broker", "server.properties")
     assert props["listeners"] == "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert props["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
@@ -301,9 +321,7 @@ def test_sasl_listener(helm: Path, tmp_path: Path) -> None:
         ports = find(docs, "Service", service)["spec"]["ports"]
         assert {"name": "kafka-sasl", "port": 9094, "targetPort": "kafka-sasl"} in ports
     # Off by default: one PLAINTEXT listener, one port.
-    props = properties(
-        find(render(helm, tmp_path), "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"]
-    )
+    props = configmap_properties(render(helm, tmp_path), f"{RELEASE}-broker", "server.properties")
     assert props["listeners"] == "PLAINTEXT://:9092" and "inter.broker.listener.name" not in props
     clash = write_values(tmp_path, {"broker": {"sasl": {"enabled": True, "port": 9092}}})
     r = run_helm(helm, "template", RELEASE, str(CHART), "-f", str(clash), check=False)
@@ -321,7 +339,7 @@ def test_zookeeper_ensemble(helm: Path, tmp_path: Path) -> None:
     assert env["ZOO_CONF_DIR"] == env["ZOOCFGDIR"] == mounts["config"] == "/conf"
     assert env["ZOO_DATA_DIR"] == mounts["data"] == "/data"
     assert "-Xmx512m" in env["JVMFLAGS"]
-    zoo = properties(find(docs, "ConfigMap", f"{RELEASE}-zookeeper")["data"]["zoo.cfg"])
+    zoo = configmap_properties(docs, f"{RELEASE}-zookeeper", "zoo.cfg")
     servers = {k: v for k, v in zoo.items() if k.startswith("server.")}
     assert servers == {
         f"server.{i + 1}": f"{RELEASE}-zookeeper-{i}.{RELEASE}-zookeeper-headless.kafka.svc"
@@ -1010,9 +1028,9 @@ def test_chart_runs_in_the_images(images: tuple[str, str], helm: Path, tmp_path:
         assert "produced and consumed" in r.stdout
         # every broker registered under the chroot with its ordinal as broker.id (kazoo is in
         # the image: the broker's own ZooKeeper client)
-        connect = properties(
-            find(docs, "ConfigMap", f"{RELEASE}-broker")["data"]["server.properties"]
-        )["zookeeper.connect"]
+        connect = configmap_properties(docs, f"{RELEASE}-broker", "server.properties")[
+            "zookeeper.connect"
+        ]
         hosts, _, chroot = connect.partition("/")
         script = (
             "import sys; from kazoo.client import KazooClient; "

@@ -162,41 +162,26 @@ def test_quota_changed_on_the_broker_is_reverted(
 
 
 def test_invalid_quotas_are_rejected_at_apply_time(kube: ControlPlane, namespace: str) -> None:
-    err = rejected(
-        kube, namespace, quota("neg", bootstrap=None, user={"name": "x"}, requestPercentage=-5)
-    )
-    assert "requestPercentage" in err
-    err = rejected(
-        kube, namespace, quota("zero", bootstrap=None, user={"name": "x"}, producerByteRate=0)
-    )
-    assert "producerByteRate" in err
-    err = rejected(kube, namespace, quota("nobody", bootstrap=None, producerByteRate=1))
-    assert "needs an entity" in err
-    err = rejected(kube, namespace, quota("nothing", bootstrap=None, user={"name": "x"}))
-    assert "at least one" in err
-    err = rejected(
-        kube,
-        namespace,
-        quota("both", bootstrap=None, user={"name": "x", "default": True}, producerByteRate=1),
-    )
-    assert "either name or default" in err
-    err = rejected(
-        kube, namespace, quota("false", bootstrap=None, user={"default": False}, producerByteRate=1)
-    )
-    assert "default" in err
-    kube.apply(quota("fixed", bootstrap=None, user={"name": "x"}, producerByteRate=1), namespace)
-    err = rejected(
-        kube, namespace, quota("fixed", bootstrap=None, user={"name": "y"}, producerByteRate=1)
-    )
-    assert "spec.user cannot be changed" in err
-    err = rejected(
-        kube,
-        namespace,
-        quota(
-            "fixed", bootstrap=None, user={"name": "x"}, clientId={"name": "c"}, producerByteRate=1
+    x = {"name": "x"}
+    invalid: list[tuple[str, dict[str, Any], str]] = [
+        ("neg", {"user": x, "requestPercentage": -5}, "requestPercentage"),
+        ("zero", {"user": x, "producerByteRate": 0}, "producerByteRate"),
+        ("nobody", {"producerByteRate": 1}, "needs an entity"),
+        ("nothing", {"user": x}, "at least one"),
+        ("both", {"user": {**x, "default": True}, "producerByteRate": 1}, "either name or default"),
+        ("false", {"user": {"default": False}, "producerByteRate": 1}, "default"),
+    ]
+    kube.apply(quota("fixed", bootstrap=None, user=x, producerByteRate=1), namespace)
+    invalid += [
+        ("fixed", {"user": {"name": "y"}, "producerByteRate": 1}, "spec.user cannot be changed"),
+        (
+            "fixed",
+            {"user": x, "clientId": {"name": "c"}, "producerByteRate": 1},
+            "spec.clientId cannot be changed",
         ),
-    )
-    assert "spec.clientId cannot be changed" in err
+    ]
+    for name, spec, message in invalid:
+        assert message in rejected(kube, namespace, quota(name, bootstrap=None, **spec))
     text = kube.kubectl("explain", "quotas.spec.user").stdout
     assert "default" in text and "principal" in text
 

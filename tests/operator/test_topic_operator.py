@@ -168,30 +168,18 @@ def test_invalid_changes_are_rejected_at_apply_time(
     kube.apply(topic("fixed", bootstrap=broker.bootstrap, partitions=3), namespace)
     wait_ready(kube, "topic", namespace, "fixed")
 
-    err = rejected(kube, namespace, topic("fixed", bootstrap=broker.bootstrap, partitions=2))
-    assert "partitions cannot be decreased" in err
-    err = rejected(
-        kube, namespace, topic("fixed", bootstrap=broker.bootstrap, partitions=3, cluster="other")
-    )
-    assert "spec.cluster cannot be changed" in err
-    err = rejected(
-        kube,
-        namespace,
-        topic("fixed", bootstrap=broker.bootstrap, partitions=3, topicName="renamed"),
-    )
-    assert "topicName cannot be added" in err
-    err = rejected(
-        kube, namespace, topic("bad-config", bootstrap=None, config={"Retention MS": "1"})
-    )
-    assert "config keys" in err
-    err = rejected(kube, namespace, topic("bad-replicas", bootstrap=None, replicas=0))
-    assert "replicas" in err
-    err = rejected(kube, namespace, topic("bad-name", bootstrap=None, topicName="has space"))
-    assert "topicName" in err
-    err = rejected(
-        kube, namespace, topic("internal", bootstrap=None, topicName="__consumer_offsets")
-    )
-    assert "reserved" in err
+    fixed = {"bootstrap": broker.bootstrap, "partitions": 3}
+    invalid: list[tuple[str, dict[str, Any], str]] = [
+        ("fixed", {**fixed, "partitions": 2}, "partitions cannot be decreased"),
+        ("fixed", {**fixed, "cluster": "other"}, "spec.cluster cannot be changed"),
+        ("fixed", {**fixed, "topicName": "renamed"}, "topicName cannot be added"),
+        ("bad-config", {"bootstrap": None, "config": {"Retention MS": "1"}}, "config keys"),
+        ("bad-replicas", {"bootstrap": None, "replicas": 0}, "replicas"),
+        ("bad-name", {"bootstrap": None, "topicName": "has space"}, "topicName"),
+        ("internal", {"bootstrap": None, "topicName": "__consumer_offsets"}, "reserved"),
+    ]
+    for name, spec, message in invalid:
+        assert message in rejected(kube, namespace, topic(name, **spec))
     # nothing changed on the broker
     assert broker_topic(broker.bootstrap, "fixed")[0] == 3
     assert kube.get("topic", "fixed", namespace)["spec"]["partitions"] == 3

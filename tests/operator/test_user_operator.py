@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from authz_clients import consume, produce_errors
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from kube_harness import (
     Broker,
@@ -136,49 +137,6 @@ def authenticates(conf: dict) -> bool:
         return True
     except KafkaException:
         return False
-
-
-def produce_errors(conf: dict, topic: str, n: int = 1) -> list[int]:
-    """Produce n values; the delivery error codes (empty when all were written)."""
-    failures: list[int] = []
-
-    def report(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failures.append(err.code())
-
-    producer = Producer({**conf, "message.timeout.ms": 10000, "error_cb": lambda e: None})
-    for i in range(n):
-        producer.produce(topic, value=f"m{i}".encode(), on_delivery=report)
-    producer.flush(30)
-    return failures
-
-
-def consume(conf: dict, topic: str, group: str, n: int) -> tuple[list[bytes], set[int]]:
-    """Subscribe with `group` and read until `n` values or an authorization error."""
-    errors: set[int] = set()
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "error_cb": lambda e: errors.add(e.code()),
-        }
-    )
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    denied = {TAF, KafkaError.GROUP_AUTHORIZATION_FAILED}
-    for _ in range(120):
-        if len(got) >= n or errors & denied:
-            break
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            errors.add(msg.error().code())
-        else:
-            got.append(msg.value())
-    consumer.close()
-    return got, errors
 
 
 # -- tests ---------------------------------------------------------------------------------

@@ -114,6 +114,19 @@ async def settle(store: EmbeddedStore, *brokers: Broker) -> None:
             await b.controller.wait_idle()
 
 
+async def start_brokers(
+    store: EmbeddedStore, brokers: dict[int, LocalBroker], *props: dict[str, str]
+) -> list[Broker]:
+    """Start one broker per ``props`` in id order, settling after each: broker 0 becomes controller."""
+    started: list[Broker] = []
+    for broker_id, extra in enumerate(props):
+        b = Broker(store, broker_id, brokers, **extra)
+        await b.start()
+        started.append(b)
+        await settle(store, *started)
+    return started
+
+
 def state(store: EmbeddedStore, topic: str, partition: int) -> tuple[dict, int]:
     data, stat = store.get(zk.partition_state_path(topic, partition))
     return json.loads(data), stat.version
@@ -129,9 +142,7 @@ def store(tmp_path):
 def test_single_broker_create_grow_and_delete(store):
     async def scenario():
         locals_: dict[int, LocalBroker] = {}
-        b = Broker(store, 0, locals_)
-        await b.start()
-        await settle(store, b)
+        (b,) = await start_brokers(store, locals_, {})
         assert b.controller.active and b.controller.epoch == 1
         assert json.loads(store.get("/controller")[0])["brokerid"] == 0
         assert store.get("/controller_epoch")[0] == b"1"
@@ -179,9 +190,7 @@ def test_restart_reloads_topics_without_new_leader_epochs(tmp_path):
 
     async def first_run() -> dict[str, object]:
         store = EmbeddedStore(path)
-        b = Broker(store, 0, {})
-        await b.start()
-        await settle(store, b)
+        (b,) = await start_brokers(store, {}, {})
         ids = {}
         for name in ("a", "b"):
             ids[name] = (await b.admin.create_topic(name, 2, 1)).topic_id
@@ -193,9 +202,7 @@ def test_restart_reloads_topics_without_new_leader_epochs(tmp_path):
     async def second_run(ids) -> None:
         store = EmbeddedStore(path)
         assert store.exists("/controller") is None  # the ephemeral died with the old session
-        b = Broker(store, 0, {})
-        await b.start()
-        await settle(store, b)
+        (b,) = await start_brokers(store, {}, {})
         assert b.controller.epoch == 2
         told = sorted(b.local.partitions_told())
         assert told == [(t, p, 0, False) for t in ("a", "b") for p in (0, 1)]
@@ -259,9 +266,7 @@ def test_topic_without_id_gets_one(store):
     async def scenario():
         KafkaZk(store).create_top_level_paths()
         store.create("/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[0]}}')
-        b = Broker(store, 0, {})
-        await b.start()
-        await settle(store, b)
+        (b,) = await start_brokers(store, {}, {})
         node = json.loads(store.get("/brokers/topics/legacy")[0])
         assert node["version"] == 3 and len(node["topic_id"]) == 22
         assert b.local.cache.topic_id("legacy") == zk.base64_to_uuid(node["topic_id"])
@@ -273,9 +278,7 @@ def test_topic_without_id_gets_one(store):
 
 def test_stale_controller_is_fenced_and_resigns(store):
     async def scenario():
-        b = Broker(store, 0, {})
-        await b.start()
-        await settle(store, b)
+        (b,) = await start_brokers(store, {}, {})
         assert b.controller.active
         store.set("/controller_epoch", b"7")  # a newer controller elsewhere bumped the epoch
         await b.admin.create_topic("late", 1, 1)
@@ -290,12 +293,7 @@ def test_stale_controller_is_fenced_and_resigns(store):
 def test_two_brokers_failover_and_isr_shrink(store):
     async def scenario():
         locals_: dict[int, LocalBroker] = {}
-        b0 = Broker(store, 0, locals_)
-        await b0.start()
-        await settle(store, b0)
-        b1 = Broker(store, 1, locals_)
-        await b1.start()
-        await settle(store, b0, b1)
+        b0, b1 = await start_brokers(store, locals_, {}, {})
         assert b0.controller.active and not b1.controller.active
         assert b1.controller.active_controller_id == 0
         assert [r.id for r in b1.local.cache.alive_brokers()] == [0, 1]
@@ -336,12 +334,7 @@ def test_two_brokers_failover_and_isr_shrink(store):
 def test_unclean_election_when_enabled(store):
     async def scenario():
         locals_: dict[int, LocalBroker] = {}
-        b0 = Broker(store, 0, locals_)
-        await b0.start()
-        await settle(store, b0)  # broker 0 is the controller
-        b1 = Broker(store, 1, locals_, **{"unclean.leader.election.enable": "true"})
-        await b1.start()
-        await settle(store, b0, b1)
+        b0, b1 = await start_brokers(store, locals_, {}, {"unclean.leader.election.enable": "true"})
         await b0.admin.create_topic("u", assignments={0: [0, 1]})
         await settle(store, b0, b1)
         store.set(
@@ -405,12 +398,7 @@ def test_config_change_listener(store):
 def test_isr_change_notification_reaches_every_broker(store):
     async def scenario():
         locals_: dict[int, LocalBroker] = {}
-        b0 = Broker(store, 0, locals_)
-        await b0.start()
-        await settle(store, b0)
-        b1 = Broker(store, 1, locals_)
-        await b1.start()
-        await settle(store, b0, b1)
+        b0, b1 = await start_brokers(store, locals_, {}, {})
         await b0.admin.create_topic("n", assignments={0: [1, 0], 1: [0, 1]})
         await settle(store, b0, b1)
 
@@ -448,12 +436,7 @@ def test_isr_change_notification_reaches_every_broker(store):
 def test_failover_drops_brokers_that_died_without_a_controller(store):
     async def scenario():
         locals_: dict[int, LocalBroker] = {}
-        brokers = {}
-        for i in (0, 1, 2):
-            brokers[i] = Broker(store, i, locals_)
-            await brokers[i].start()
-            await settle(store, *brokers.values())
-        b0, b1, b2 = brokers[0], brokers[1], brokers[2]
+        b0, b1, b2 = await start_brokers(store, locals_, {}, {}, {})
         assert b0.controller.active
         await b0.admin.create_topic("f", assignments={0: [1, 2, 0], 1: [2, 1, 0]})
         await b0.admin.create_topic("g", assignments={0: [0, 2]})

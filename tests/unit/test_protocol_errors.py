@@ -8,20 +8,23 @@ from odradek.broker.protocol.errors import ErrorCode, KafkaError
 
 def test_codes_are_contiguous_and_named_as_kafka():
     assert [c.value for c in ErrorCode] == list(range(-1, len(ErrorCode) - 1))
-    assert ErrorCode.UNKNOWN_SERVER_ERROR == -1
-    assert ErrorCode.CORRUPT_MESSAGE == 2
-    assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION == 3
-    assert ErrorCode.NOT_LEADER_OR_FOLLOWER == 6
-    assert ErrorCode.MESSAGE_TOO_LARGE == 10
-    assert ErrorCode.INVALID_TOPIC_EXCEPTION == 17
-    assert ErrorCode.UNSUPPORTED_VERSION == 35
-    assert ErrorCode.TOPIC_ALREADY_EXISTS == 36
-    assert ErrorCode.INVALID_PARTITIONS == 37
-    assert ErrorCode.INVALID_REPLICATION_FACTOR == 38
-    assert ErrorCode.INVALID_CONFIG == 40
-    assert ErrorCode.INVALID_REQUEST == 42
-    assert ErrorCode.INVALID_RECORD == 87
-    assert ErrorCode.INVALID_REGISTRATION == 119
+    kafka_values = {
+        "UNKNOWN_SERVER_ERROR": -1,
+        "CORRUPT_MESSAGE": 2,
+        "UNKNOWN_TOPIC_OR_PARTITION": 3,
+        "NOT_LEADER_OR_FOLLOWER": 6,
+        "MESSAGE_TOO_LARGE": 10,
+        "INVALID_TOPIC_EXCEPTION": 17,
+        "UNSUPPORTED_VERSION": 35,
+        "TOPIC_ALREADY_EXISTS": 36,
+        "INVALID_PARTITIONS": 37,
+        "INVALID_REPLICATION_FACTOR": 38,
+        "INVALID_CONFIG": 40,
+        "INVALID_REQUEST": 42,
+        "INVALID_RECORD": 87,
+        "INVALID_REGISTRATION": 119,
+    }
+    assert {name: ErrorCode[name].value for name in kafka_values} == kafka_values
 
 
 def test_retriable_matches_kafka():
