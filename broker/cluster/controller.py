@@ -32,6 +32,7 @@ from .control import (
     LeaderAndIsrRequest,
     PartitionErrors,
     StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 from .controller_brokers import BrokerEventsMixin
 from .controller_context import _Context
@@ -178,6 +179,11 @@ class Controller(LeadershipMixin, BrokerEventsMixin, TopicEventsMixin, Reassignm
             channel.send(request)
 
     def _on_reply(self, broker: int, request: object, reply: object) -> None:
+        error = reply.error if isinstance(reply, PartitionErrors) else reply
+        if error == ErrorCode.STALE_BROKER_EPOCH and isinstance(
+            request, LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest
+        ):
+            self._enqueue("stale_broker_epoch", broker, request.broker_epoch, 0)
         if isinstance(request, StopReplicaRequest) and isinstance(reply, PartitionErrors):
             if any(p.delete for p in request.partitions):
                 self._enqueue("stop_replica_reply", broker, request, reply)

@@ -11,6 +11,11 @@ from .controller_requests import _Batch
 
 log = logging.getLogger(__name__)
 
+# A broker refused its broker epoch but ZooKeeper still shows that registration: look again
+# this often, this many times (the watch on /brokers/ids reports the change too).
+STALE_EPOCH_RECHECK_S = 1.0
+STALE_EPOCH_RECHECKS = 30
+
 
 class BrokerEventsMixin:
     """Broker membership and replica health: part of `Controller` (controller.py), which holds
@@ -39,6 +44,37 @@ class BrokerEventsMixin:
             ctx.live[b] = current[b]
             await self._open_channel(current[b])
         await self._on_brokers_startup(new | bounced)
+
+    async def _on_stale_broker_epoch(self, broker: int, epoch: int, attempt: int) -> None:
+        """`broker` refused a request addressed to its registration of epoch `epoch`: a newer
+        process of that id has registered. Kafka counts on the broker change event for that;
+        should this controller have missed it, the broker would never hear from it again and
+        the partitions it hosts would stay without their leader or follower. So look at the
+        registration now: a newer (or no) znode goes through the broker change handling, which
+        treats the broker as bounced and sends everything again with its new epoch."""
+        known = self.ctx.live.get(broker)
+        if known is None or known.epoch != epoch:
+            return  # already handled: the requests since carry the epoch now known
+        current = await self._io(self.zk.get_broker, broker)
+        if current is None or current.epoch != known.epoch:
+            log.info(
+                "Broker %d refused broker epoch %d: its registration changed; handling it",
+                broker,
+                epoch,
+            )
+            await self._on_broker_change()
+            return
+        # The refusing process registered after what this controller can read yet: look again.
+        if attempt < STALE_EPOCH_RECHECKS:
+            assert self._loop is not None
+            self._loop.call_later(
+                STALE_EPOCH_RECHECK_S,
+                self._enqueue,
+                "stale_broker_epoch",
+                broker,
+                epoch,
+                attempt + 1,
+            )
 
     async def _on_brokers_failure(self, dead: set[int]) -> None:
         ctx = self.ctx

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 
@@ -465,5 +466,92 @@ def test_failover_drops_brokers_that_died_without_a_controller(store):
         assert tuple(cache.get_partition("f", 1).isr) == (1,)
         assert [r.id for r in cache.alive_brokers()] == [1]
         await b1.stop()
+
+    asyncio.run(scenario())
+
+
+class FencingBroker(LocalBroker):
+    """A LocalBroker that fences its broker epoch as a real one does: a request addressed to an
+    earlier registration (a lower epoch, -1 meaning unknown) is refused as STALE_BROKER_EPOCH."""
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(broker_id)
+        self.epoch = -1
+        self.refused = 0
+
+    def _stale(self, epoch: int) -> bool:
+        if epoch != -1 and epoch < self.epoch:
+            self.refused += 1
+            return True
+        return False
+
+    async def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
+        if self._stale(request.broker_epoch):
+            return PartitionErrors(ErrorCode.STALE_BROKER_EPOCH)
+        return await super().leader_and_isr(request)
+
+    async def stop_replica(self, request: StopReplicaRequest) -> PartitionErrors:
+        if self._stale(request.broker_epoch):
+            return PartitionErrors(ErrorCode.STALE_BROKER_EPOCH)
+        return await super().stop_replica(request)
+
+    async def update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
+        if self._stale(request.broker_epoch):
+            return ErrorCode.STALE_BROKER_EPOCH
+        return await super().update_metadata(request)
+
+
+def test_a_refused_broker_epoch_makes_the_controller_read_the_registration_again(store):
+    """The chaos suite's kill-all (every broker kill -9'd five times within a minute): the
+    controller knew a restarted broker by its predecessor's registration, the broker refused
+    its LeaderAndIsr as STALE_BROKER_EPOCH, and nothing was sent again, so the broker never
+    took its replicas back. A refusal now sends the controller to ZooKeeper: the newer
+    registration makes the broker a bounced one, and it gets everything again, with its
+    new epoch."""
+
+    async def scenario():
+        locals_: dict[int, LocalBroker] = {i: FencingBroker(i) for i in (0, 1, 2)}
+        brokers = {}
+        for i in (0, 1, 2):
+            brokers[i] = Broker(store, i, locals_)
+            await brokers[i].start()
+            await settle(store, *brokers.values())
+        ctl = brokers[0].controller
+        assert ctl.active
+        await brokers[0].admin.create_topic("k", assignments={0: [2, 1, 0], 1: [1, 2, 0]})
+        await settle(store, *brokers.values())
+
+        # Broker 2 restarts: a new session registers it again, with a newer epoch...
+        b2 = brokers[2]
+        await b2.controller.shutdown()
+        b2.session.close()
+        await settle(store, brokers[0], brokers[1])
+        b2 = brokers[2] = Broker(store, 2, locals_)
+        await b2.start()
+        await settle(store, *brokers.values())
+        registration = ctl.ctx.live[2]
+        fresh = store.exists(zk.broker_path(2)).czxid
+        assert registration.epoch == fresh
+        # ... but this controller's picture holds the previous registration, as after a missed
+        # /brokers/ids event, and the broker fences the epoch it registered with.
+        ctl.ctx.live[2] = dataclasses.replace(registration, epoch=fresh - 1)
+        server = locals_[2]
+        assert isinstance(server, FencingBroker)
+        server.epoch = fresh
+        server.replicas.clear()
+
+        # The next order to broker 2 (a new partition on it) is refused; the controller looks
+        # again, finds the newer registration and sends everything with that epoch.
+        await brokers[0].admin.create_topic("l", assignments={0: [2, 0]})
+        await settle(store, *brokers.values())
+        assert server.refused >= 1
+        assert ctl.ctx.live[2].epoch == fresh
+        assert set(server.replicas) == {("k", 0), ("k", 1), ("l", 0)}
+        assert server.lai_requests[-1].broker_epoch == fresh
+        assert server.metadata_requests[-1].broker_epoch == fresh
+        assert server.cache.get_partition("l", 0) is not None
+        assert state(store, "l", 0)[0]["leader"] in (0, 2)
+        for b in brokers.values():
+            await b.stop()
 
     asyncio.run(scenario())
