@@ -335,11 +335,18 @@ class BrokerConnection:
             task.cancel()
 
     async def close(self) -> None:
-        """Close the socket; outstanding requests fail with BrokerConnectionError."""
+        """Close the socket; outstanding requests fail with BrokerConnectionError.
+
+        The read loop's end is awaited without taking its outcome, so a caller cancelled
+        meanwhile stays cancelled: a task that closes a broken connection on its way to a
+        retry (the controller's channel to a broker) must not carry on when it is stopped.
+        """
         self._fail(BrokerConnectionError(f"{self!r} closed by the client"))
-        if self._read_task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: what ended it is already in _closed_error
         if self._writer is not None:
             with contextlib.suppress(OSError, ConnectionError):
                 await self._writer.wait_closed()

@@ -74,11 +74,14 @@ class _BrokerChannel:
                 backoff = min(backoff * 2, 5.0)
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
+        # Cancel until the task has ended: should some await on its way swallow one
+        # cancellation, a single cancel() would leave it retrying for ever and the controller's
+        # event queue, which waits here, stuck behind it.
+        while not self.task.done():
+            self.task.cancel()
+            await asyncio.wait([self.task], timeout=1.0)
+        if not self.task.cancelled() and self.task.exception() is not None:
+            log.error("Channel to broker %d failed", self.broker_id, exc_info=self.task.exception())
         close = getattr(self.control, "close", None)  # a remote channel's connection
         if close is not None:
             await close()

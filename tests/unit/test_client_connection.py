@@ -326,3 +326,24 @@ def test_api_versions_error_is_raised() -> None:
             assert info.value.code == ErrorCode.INVALID_REQUEST
 
     run(main())
+
+
+def test_a_task_cancelled_while_closing_its_connection_stays_cancelled() -> None:
+    """The controller stops a broker's channel (the broker was found dead or restarted) with a
+    cancel; when that cancel landed while the channel closed its broken connection, close()
+    swallowed it, so the channel went on retrying with the old broker epoch and the controller,
+    waiting for it to end, handled no event again (chaos kill-all)."""
+
+    async def main() -> None:
+        async with TinyBroker(FULL) as srv:
+            conn = await BrokerConnection.open("127.0.0.1", srv.port)
+            closing = asyncio.create_task(conn.close())
+            await asyncio.sleep(0)  # close() now waits for the read loop to end
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+            assert closing.cancelled()
+            assert not conn.connected
+            await conn.close()  # closing again is harmless
+
+    run(main())
