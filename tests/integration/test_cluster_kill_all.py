@@ -20,37 +20,12 @@ import time
 
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from odradek.broker.protocol.api_keys import ApiKey
-from odradek.broker.protocol.errors import ErrorCode
 
 ALL = [1, 2, 3]
 TOPIC = "kill-all"
 PARTITIONS = 3
 ROUNDS = 5
 RECOVERY_TIMEOUT = 180.0
-
-
-def create_topic(c: Cluster) -> None:
-    body = {
-        "topics": [
-            {
-                "name": TOPIC,
-                "num_partitions": PARTITIONS,
-                "replication_factor": 3,
-                "assignments": [],
-                "configs": [{"name": "min.insync.replicas", "value": "2"}],
-            }
-        ],
-        "timeout_ms": 30000,
-        "validate_only": False,
-    }
-
-    def attempt() -> bool:
-        code = c.controller().request(ApiKey.CREATE_TOPICS, body)["topics"][0]["error_code"]
-        assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), code
-        return True
-
-    c.wait_until(attempt, f"creation of {TOPIC}")
 
 
 def states(c: Cluster) -> dict[int, dict]:
@@ -128,9 +103,9 @@ def consume(bootstrap: str) -> dict[int, list[bytes]]:
 def test_every_broker_killed_five_times_in_a_row_all_partitions_come_back(
     cluster_factory,
 ) -> None:
-    c = cluster_factory()
+    c = cluster_factory(overrides={"min.insync.replicas": "2"})
     bootstrap = ",".join(f"{b.host}:{b.port}" for b in c.brokers.values())
-    create_topic(c)
+    c.create_topic(TOPIC, PARTITIONS, 3)
     c.wait_until(lambda: fully_recovered(c), "the full ISR of every partition")
     before = produce(bootstrap, "before")
     rng = random.Random(2026)
