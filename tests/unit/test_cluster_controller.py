@@ -555,3 +555,62 @@ def test_a_refused_broker_epoch_makes_the_controller_read_the_registration_again
             await b.stop()
 
     asyncio.run(scenario())
+
+
+class StubbornBroker(LocalBroker):
+    """A LocalBroker whose next LeaderAndIsr hangs and then swallows the cancellation that
+    stops it, as a channel closing its broken connection once did."""
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(broker_id)
+        self.hang = False
+        self.swallowed = 0
+
+    async def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
+        if self.hang:
+            self.hang = False
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.swallowed += 1
+            raise ConnectionError("connection closed")  # the channel retries
+        return await super().leader_and_isr(request)
+
+
+@pytest.mark.timeout(60)  # the stalled controller hung here, shutdown included
+def test_a_channel_that_swallows_its_cancellation_does_not_stall_the_controller(store):
+    """Closing the channel of a broker found dead must end its task even when one cancellation
+    gets lost on the way; the controller waited on it for ever and handled no event again."""
+
+    async def handled() -> None:
+        """Run on the controller's event queue: returns once the events before it are done."""
+
+    async def scenario():
+        locals_: dict[int, LocalBroker] = {i: StubbornBroker(i) for i in (0, 1, 2)}
+        brokers = {}
+        for i in (0, 1, 2):
+            brokers[i] = Broker(store, i, locals_)
+            await brokers[i].start()
+            await settle(store, *brokers.values())
+        ctl = brokers[0].controller
+        stubborn = locals_[2]
+        assert ctl.active and isinstance(stubborn, StubbornBroker)
+        stubborn.hang = True
+        await brokers[0].admin.create_topic("s", assignments={0: [2, 1, 0]})
+        await asyncio.to_thread(store.wait_for_watches)
+        await asyncio.wait_for(ctl.call(handled), 10)  # LeaderAndIsr to broker 2 now hangs
+
+        # Broker 2 dies while its LeaderAndIsr hangs: the controller moves the leadership.
+        await brokers[2].controller.shutdown()
+        brokers[2].session.close()
+        await asyncio.to_thread(store.wait_for_watches)
+        await asyncio.wait_for(ctl.call(handled), 10)  # the broker change was handled
+        assert stubborn.swallowed == 1
+        st, _ = state(store, "s", 0)
+        assert (st["leader"], st["isr"]) == (1, [1, 0])
+        await asyncio.wait_for(settle(store, brokers[0], brokers[1]), 30)
+        assert locals_[1].cache.get_partition("s", 0).leader == 1
+        for i in (0, 1):
+            await brokers[i].stop()
+
+    asyncio.run(scenario())
