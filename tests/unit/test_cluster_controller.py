@@ -470,16 +470,6 @@ def test_failover_drops_brokers_that_died_without_a_controller(store):
     asyncio.run(scenario())
 
 
-async def start_brokers(store: EmbeddedStore, locals_: dict[int, LocalBroker]) -> dict[int, Broker]:
-    """A Broker for each of `locals_`, started one after the other (the first is controller)."""
-    brokers: dict[int, Broker] = {}
-    for i in sorted(locals_):
-        brokers[i] = Broker(store, i, locals_)
-        await brokers[i].start()
-        await settle(store, *brokers.values())
-    return brokers
-
-
 class FencingBroker(LocalBroker):
     """A LocalBroker that fences its broker epoch as a real one does: a request addressed to an
     earlier registration (a lower epoch, -1 meaning unknown) is refused as STALE_BROKER_EPOCH."""
@@ -521,7 +511,7 @@ def test_a_refused_broker_epoch_makes_the_controller_read_the_registration_again
 
     async def scenario():
         locals_: dict[int, LocalBroker] = {i: FencingBroker(i) for i in (0, 1, 2)}
-        brokers = await start_brokers(store, locals_)
+        brokers = dict(enumerate(await start_brokers(store, locals_, {}, {}, {})))
         ctl = brokers[0].controller
         assert ctl.active
         await brokers[0].admin.create_topic("k", assignments={0: [2, 1, 0], 1: [1, 2, 0]})
@@ -593,7 +583,7 @@ def test_a_channel_that_swallows_its_cancellation_does_not_stall_the_controller(
 
     async def scenario():
         locals_: dict[int, LocalBroker] = {i: StubbornBroker(i) for i in (0, 1, 2)}
-        brokers = await start_brokers(store, locals_)
+        brokers = dict(enumerate(await start_brokers(store, locals_, {}, {}, {})))
         ctl = brokers[0].controller
         stubborn = locals_[2]
         assert ctl.active and isinstance(stubborn, StubbornBroker)
