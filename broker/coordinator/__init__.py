@@ -1,1 +1,1 @@
-"""Coordinators: the group coordinator (__consumer_offsets); transactions come later."""
+"""Coordinators: the group coordinator (__consumer_offsets) and the transaction coordinator (__transaction_state)."""

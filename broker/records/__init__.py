@@ -1,1 +1,1 @@
-"""Odradek."""
+"""Record batches and legacy message sets: formats, compression, validation, compaction."""

@@ -1,1 +1,1 @@
-"""Partitions as leader (and, with the cluster issue, follower): logs, ISR, high watermark."""
+"""Partitions as leader or follower: ISR, high watermark, follower fetchers, producer state."""

@@ -1,1 +1,1 @@
-"""Odradek."""
+"""The broker process: the asyncio network layer, the dispatcher and one handler per API."""
