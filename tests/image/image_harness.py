@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import free_port
 from confluent_kafka.admin import AdminClient
+from odradek.broker.testing.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from cluster import Cluster
 from confluent_kafka.admin import (
     AdminClient,
@@ -36,7 +35,8 @@ from odradek.broker.security.acl import (
     AclPermissionType,
     AclResourceType,
 )
-from zookeeper import ZkEnsemble
+from odradek.broker.testing.processes import free_port
+from odradek.broker.testing.zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 MECHANISM = "SCRAM-SHA-512"

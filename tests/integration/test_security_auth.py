@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from broker_process import free_port
 from certs import CertificateAuthority
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -30,6 +29,7 @@ from odradek.broker import client as ours
 from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.testing.processes import free_port
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from broker_process import free_port
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -27,6 +26,7 @@ from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from odradek.broker.testing.processes import free_port
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
 JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
