@@ -175,6 +175,7 @@ class ZkEnsemble:
         return self.hosts + chroot
 
     def _write_config(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
         self.log4j.write_text(_LOG4J)
         peers = "\n".join(
             f"server.{s.myid}={s.host}:{s.peer_port}:{s.election_port}" for s in self.servers
