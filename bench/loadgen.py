@@ -4,7 +4,8 @@ The runner starts this script once per phase (several at once for concurrent pro
 consumer groups) so the client never shares an interpreter with the orchestration code or with
 another client. The last line printed on stdout is a JSON object with the measurement.
 
-    loadgen.py create --topic T --partitions P [--replication R] [--config K=V ...]
+    loadgen.py create --topic PREFIX [--topic PREFIX ...] --partitions P [--replication R]
+                      [--config K=V ...]
     loadgen.py produce --topic T --records N --size B --acks 1|all [--compression C]
                        [--idempotent] [--rate R] [--go-file F] [--stamp]
     loadgen.py consume --topic T --records N --partitions P
@@ -65,28 +66,36 @@ def payloads(size: int, kind: str, count: int = 16) -> list[bytes]:
 
 
 def create(args: argparse.Namespace) -> dict:
-    """Create ``<topic prefix>-<random>`` and wait until every partition has a leader."""
-    name = f"{args.topic}-{uuid.uuid4().hex[:8]}"
+    """Create ``<prefix>-<random>`` for each --topic prefix and wait until every partition has
+    a leader."""
+    names = [f"{prefix}-{uuid.uuid4().hex[:8]}" for prefix in args.topic]
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     config = dict(item.split("=", 1) for item in args.config)
     started = time.perf_counter()
     futures = admin.create_topics(
-        [NewTopic(name, args.partitions, args.replication, config=config)],
+        [NewTopic(n, args.partitions, args.replication, config=config) for n in names],
         operation_timeout=args.duration,
     )
-    futures[name].result(args.duration)
+    for future in futures.values():
+        future.result(args.duration)
     deadline = time.monotonic() + args.duration
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=10).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == args.partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return {"phase": "create", "topic": name, "seconds": time.perf_counter() - started}
-        time.sleep(0.2)
-    return {"phase": "create", "topic": None, "error": f"no partition leaders for {name}"}
+    waiting = list(names)
+    while waiting and time.monotonic() < deadline:
+        metas = admin.list_topics(timeout=10).topics
+        for name in list(waiting):
+            meta = metas.get(name)
+            if (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == args.partitions
+                and all(p.leader >= 0 for p in meta.partitions.values())
+            ):
+                waiting.remove(name)
+        if waiting:
+            time.sleep(0.2)
+    if waiting:
+        return {"phase": "create", "topics": None, "error": f"no partition leaders for {waiting}"}
+    return {"phase": "create", "topics": names, "seconds": time.perf_counter() - started}
 
 
 def produce(args: argparse.Namespace) -> dict:
@@ -241,8 +250,8 @@ def consume(args: argparse.Namespace) -> dict:
 def group_consume(args: argparse.Namespace) -> dict:
     """One member of a consumer group (subscribe, earliest). Writes `assigned-<pid>` (how many
     partitions it holds) on every rebalance and `count-<pid>` (records so far) as it goes; stops when `stop` appears in the
-    work directory. With --latency, each stamped value's age at receipt (seconds) goes to
-    `latency-<pid>` as doubles."""
+    work directory. With --latency, each stamped value's send time and age at receipt
+    (seconds) go to `latency-<pid>` as pairs of doubles."""
     work = Path(args.work_dir)
     me = os.getpid()
     consumer = Consumer(
@@ -278,7 +287,8 @@ def group_consume(args: argparse.Namespace) -> dict:
                     continue
                 value = msg.value() or b""
                 if args.latency and len(value) >= STAMP.size:
-                    ages.append(now - STAMP.unpack_from(value)[0])
+                    sent = STAMP.unpack_from(value)[0]
+                    ages.extend((sent, now - sent))
                 received += 1
                 nbytes += len(value)
             if msgs:
@@ -349,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("phase", choices=sorted(PHASES))
     parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, action="append", help="(create: repeatable)")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--payload", choices=["random", "text"], default="random")
@@ -370,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.phase != "create":
+        args.topic = args.topic[-1]
     try:
         result = PHASES[args.phase](args)
     except KafkaException as exc:

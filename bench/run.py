@@ -45,7 +45,7 @@ class Kind:
 
 KINDS = {
     "single": Kind("single", "one broker"),
-    "cluster": Kind("cluster", "three brokers"),
+    "cluster": Kind("cluster", "three brokers", brokers=3),
     "partitions": Kind("partitions", "one broker, 1,000 partitions"),
     "recovery": Kind("recovery", "one broker, crash recovery"),
     "compaction": Kind(
@@ -94,12 +94,24 @@ SCENARIOS = [
 ]  # fmt: skip
 
 
+def deployments(chosen: list[Scenario], quick: bool) -> list[tuple[Kind, list[Scenario]]]:
+    """The deployments to start and the scenarios each serves. A quick run starts fewer
+    servers: every one-broker scenario shares one broker (with every kind's settings)."""
+    if not quick:
+        return [(k, g) for k in KINDS.values() if (g := [s for s in chosen if s.kind == k.name])]
+    one = [s for s in chosen if KINDS[s.kind].brokers == 1]
+    settings = {k: v for s in one for k, v in KINDS[s.kind].settings.items()}
+    out = [(Kind("single", "one broker", 1, settings), one)] if one else []
+    three = [s for s in chosen if KINDS[s.kind].brokers > 1]
+    return out + ([(KINDS["cluster"], three)] if three else [])
+
+
 def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
              results: report.Results, heap: str) -> None:  # fmt: skip
     print(f"== {kind.label} · {system}: starting", flush=True)
     began = time.monotonic()
     try:
-        deployment = deploy(system, 3 if kind.name == "cluster" else 1,
+        deployment = deploy(system, kind.brokers,
                             settings=kind.settings, kafka_heap=heap)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the other system still runs
         print(f"   {system} did not start: {exc}"[:3000], flush=True)
@@ -187,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)  # fmt: skip
     results = report.Results()
     began = time.monotonic()
-    for kind in KINDS.values():
-        group = [s for s in chosen if s.kind == kind.name]
-        if not group:
-            continue
+    for kind, group in deployments(chosen, plan.quick):
         for system in systems:
             run_kind(kind, group, system, plan, results, args.kafka_heap)
     meta["minutes"] = round((time.monotonic() - began) / 60, 1)
