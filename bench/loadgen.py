@@ -248,10 +248,12 @@ def consume(args: argparse.Namespace) -> dict:
 
 
 def group_consume(args: argparse.Namespace) -> dict:
-    """One member of a consumer group (subscribe, earliest). Writes `assigned-<pid>` (how many
-    partitions it holds) on every rebalance and `count-<pid>` (records so far) as it goes; stops when `stop` appears in the
-    work directory. With --latency, each stamped value's send time and age at receipt
-    (seconds) go to `latency-<pid>` as pairs of doubles."""
+    """One member of a consumer group (subscribe, earliest, no commits). Writes
+    `assigned-<pid>` (how many partitions it holds) on every rebalance. Nothing counts until
+    `go` appears in the work directory (the runner writes it once the group has settled): then
+    the member reads its partitions from the beginning, writes `count-<pid>` (records so far)
+    as it goes and stops when `stop` appears. With --latency, each stamped value's send time
+    and age at receipt (seconds) go to `latency-<pid>` as pairs of doubles."""
     work = Path(args.work_dir)
     me = os.getpid()
     consumer = Consumer(
@@ -271,12 +273,20 @@ def group_consume(args: argparse.Namespace) -> dict:
         (work / f"assigned-{me}").write_text("0")
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
+    go, stop = work / "go", work / "stop"
+    deadline = time.monotonic() + args.duration
+    while not go.exists() and time.monotonic() < deadline:
+        consumer.pause(consumer.assignment())
+        consumer.consume(num_messages=10_000, timeout=0.1)  # rebalances; records discarded
+    start = [
+        TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in consumer.assignment()
+    ]
+    consumer.assign(start)
+    consumer.resume(start)  # the pause outlives assign()
     received = 0
     nbytes = 0
-    first = last = 0.0
+    last = 0.0
     ages = array("d")
-    stop = work / "stop"
-    deadline = time.monotonic() + args.duration
     next_note = 0.0
     try:
         while time.monotonic() < deadline:
@@ -292,7 +302,6 @@ def group_consume(args: argparse.Namespace) -> dict:
                 received += 1
                 nbytes += len(value)
             if msgs:
-                first = first or now
                 last = now
             if time.monotonic() >= next_note:
                 (work / f"count-{me}").write_text(str(received))
@@ -309,7 +318,6 @@ def group_consume(args: argparse.Namespace) -> dict:
         "phase": "group-consume",
         "records": received,
         "bytes": nbytes,
-        "first_wall": first,
         "last_wall": last,
         "error": None,
     }

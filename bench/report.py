@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def chart(results: Results, path: Path, title: str) -> bool:
     rows = [r for r in results.rows.values() if r.ratio()]
     if not rows:
         return False
-    labels = [f"{r.scenario}: {r.label}" for r in rows]
+    labels = [textwrap.shorten(f"{r.scenario}: {r.label}", 70, placeholder="…") for r in rows]
     ratios = [r.ratio() or 1.0 for r in rows]
     colors = ["#c0392b" if r.odradek_behind() else "#27ae60" for r in rows]
     fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 1.5))

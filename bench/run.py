@@ -161,6 +161,29 @@ def machine() -> dict:
     }  # fmt: skip
 
 
+def write(
+    results: report.Results, folder: Path, meta: dict, plan: sc.Plan, began: float, *, final: bool
+) -> None:
+    """Write (or rewrite) the results folder; print the table when the run is over."""
+    meta["minutes"] = round((time.monotonic() - began) / 60, 1)
+    meta["plan"] = plan.__dict__
+    header = (
+        f"Odradek vs Apache Kafka {meta['kafka']} — {meta['date']}, commit {meta['commit']}, "
+        f"{'quick' if plan.quick else 'full'} run of {meta['minutes']} min, {plan.repeats} "
+        f"repeat(s): median (min–max). Client: confluent-kafka {meta['confluent_kafka']} "
+        f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
+        f"Python {meta['python']}, load average at start {meta['load_at_start']}. "
+        "↑ higher is better, ↓ lower is better; a bold ratio is a row where Odradek is behind.\n"
+    )
+    written = report.write(results, folder, meta, header)
+    if final:
+        print()
+        print(header)
+        print(report.table(results))
+        for path in written:
+            print(f"written {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Odradek vs Apache Kafka 3.9, side by side")
     parser.add_argument("--quick", action="store_true", help="a smoke run (about 3 minutes)")
@@ -199,25 +222,15 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)  # fmt: skip
     results = report.Results()
     began = time.monotonic()
-    for kind, group in deployments(chosen, plan.quick):
-        for system in systems:
-            run_kind(kind, group, system, plan, results, args.kafka_heap)
-    meta["minutes"] = round((time.monotonic() - began) / 60, 1)
-    meta["plan"] = plan.__dict__
-    header = (
-        f"Odradek vs Apache Kafka {meta['kafka']} — {meta['date']}, commit {meta['commit']}, "
-        f"{'quick' if plan.quick else 'full'} run of {meta['minutes']} min, {plan.repeats} "
-        f"repeat(s): median (min–max). Client: confluent-kafka {meta['confluent_kafka']} "
-        f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
-        f"Python {meta['python']}, load average at start {meta['load_at_start']}. "
-        "↑ higher is better, ↓ lower is better; a bold ratio is a row where Odradek is behind.\n"
-    )
-    print()
-    print(header)
-    print(report.table(results))
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    for path in report.write(results, folder, meta, header):
-        print(f"written {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    try:
+        for kind, group in deployments(chosen, plan.quick):
+            for system in systems:
+                run_kind(kind, group, system, plan, results, args.kafka_heap)
+                write(results, folder, meta, plan, began, final=False)
+    finally:
+        # Also when interrupted: what was measured so far is kept.
+        write(results, folder, meta, plan, began, final=True)
     return 0
 
 

@@ -287,10 +287,10 @@ def start_together(
     ctx: Ctx, work: Path, count: int, timeout: float, **options: object
 ) -> list[dict]:
     """`count` producers that connect first and start sending together; their results."""
-    go = work / "go"
+    go = work / "go-producers"
     procs = spawn(ctx, "produce", count, go_file=go, **options)
     deadline = time.monotonic() + 120
-    while len(list(work.glob("go.ready-*"))) < count and time.monotonic() < deadline:
+    while len(list(work.glob("go-producers.ready-*"))) < count and time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
             break
         time.sleep(0.05)
@@ -328,26 +328,34 @@ def collect(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict]:
 
 
 def run_group(
-    ctx: Ctx, topic: str, work: Path, expected: int | None, latency: bool, wait: float
-) -> tuple[list[subprocess.Popen[str]], Callable[[], list[dict]]]:
-    """Start a consumer group of CONSUMERS members; returns them and a function that waits for
-    `expected` records in total (or the producers' count given later), stops and collects."""
+    ctx: Ctx, topic: str, work: Path, latency: bool, wait: float
+) -> tuple[float, Callable[[int], list[dict]]]:
+    """Start a consumer group of CONSUMERS members, wait until it has settled and let it go.
+    Returns the wall clock of the go and a function that waits for a total of records,
+    stops the members and collects their results."""
     procs = spawn(ctx, "group-consume", CONSUMERS, topic=topic, group=f"g-{work.name}",
-                  work_dir=work, latency=latency, duration=wait + 120)  # fmt: skip
+                  work_dir=work, latency=latency, duration=wait + 240)  # fmt: skip
+    try:
+        wait_assigned(work, procs, CLUSTER_PARTITIONS)
+    except BaseException:
+        (work / "go").write_text("go")
+        (work / "stop").write_text("stop")
+        collect(procs, 60)
+        raise
+    went = time.time()
+    (work / "go").write_text("go")
 
-    def finish(total: int | None = expected) -> list[dict]:
+    def finish(total: int) -> list[dict]:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             counts = [int(p.read_text() or 0) for p in work.glob("count-*")]
-            if total is not None and sum(counts) >= total:
-                break
-            if all(p.poll() is not None for p in procs):
+            if sum(counts) >= total or all(p.poll() is not None for p in procs):
                 break
             time.sleep(0.1)
         (work / "stop").write_text("stop")
         return collect(procs, 60)
 
-    return procs, finish
+    return went, finish
 
 
 def cluster(ctx: Ctx) -> None:
@@ -376,12 +384,12 @@ def cluster(ctx: Ctx) -> None:
     label = f"consume, group of {CONSUMERS}, from the start"
     try:
         with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
-            _, finish = run_group(ctx, topic, Path(tmp), delivered, False, p.duration * 3 + 60)
-            got = finish()
+            went, finish = run_group(ctx, topic, Path(tmp), False, p.duration * 3 + 60)
+            got = finish(delivered)
         received = sum(r["records"] for r in got)
-        seconds = max(r["last_wall"] for r in got) - min(
-            r["first_wall"] for r in got if r["first_wall"]
-        )
+        if received < delivered:
+            raise RuntimeError(f"the group read {received} of {delivered} records")
+        seconds = max(r["last_wall"] for r in got) - went
         rate = received / seconds
         ctx.moved += received
         ctx.record(label, "rec/s", True, rate,
@@ -404,8 +412,7 @@ def latency(ctx: Ctx, size: int) -> None:
         topic = ctx.create("latency", CLUSTER_PARTITIONS, 3, min_insync_replicas="2")
         with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
             work = Path(tmp)
-            procs, finish = run_group(ctx, topic, work, None, True, p.latency_seconds + 60)
-            wait_assigned(work, procs, CLUSTER_PARTITIONS)
+            _, finish = run_group(ctx, topic, work, True, p.latency_seconds + 60)
             per = int(rate / PRODUCERS * p.latency_seconds)
             got = start_together(ctx, work, PRODUCERS, p.latency_seconds * 3 + 120, topic=topic,
                                  records=per, size=size, acks="all", rate=rate / PRODUCERS,

@@ -91,15 +91,6 @@ class Deployment:
             self.zookeeper.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def restart(self, broker: ServerProcess, *, kill: bool) -> float:
-        """Stop (or kill -9) one broker and start it again; seconds from launch to ApiVersions."""
-        if kill:
-            broker.kill()
-        else:
-            broker.stop(120)
-        broker.launch()
-        return broker.wait_serving(START_TIMEOUT)
-
 
 def deploy(
     system: str,
