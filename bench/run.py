@@ -186,11 +186,13 @@ def write(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Odradek vs Apache Kafka 3.9, side by side")
-    parser.add_argument("--quick", action="store_true", help="a smoke run (about 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small phases, one repeat")
     parser.add_argument("--repeats", type=int, help="repeats per measurement (5; quick: 1)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--phase-mb", type=int,
+                        help="MB of values per throughput phase (64; quick: 8)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
     parser.add_argument("--kafka-heap", default="1g")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    plan = sc.Plan.make(args.quick, args.repeats)
+    plan = sc.Plan.make(args.quick, args.repeats, args.phase_mb)
     meta = machine()
     systems = [args.system] if args.system else list(SYSTEMS)
     print(f"bench: {', '.join(s.name for s in chosen)}; {plan.repeats} repeat(s); "

@@ -15,7 +15,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from report import Results
@@ -50,13 +50,18 @@ class Plan:
     structural_repeats: int  # restarts (start-up and recovery) are slow: fewer of them
 
     @classmethod
-    def make(cls, quick: bool, repeats: int | None) -> Plan:
+    def make(cls, quick: bool, repeats: int | None, phase_mb: int | None = None) -> Plan:
         if quick:
-            return cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100,
+            plan = cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100,
                        32, 1 << 20, 3.0, 16, 50_000, 1)  # fmt: skip
-        reps = repeats or 5
-        return cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000,
-                   256, 1 << 20, 10.0, 256, 300_000, min(reps, 3))  # fmt: skip
+        else:
+            reps = repeats or 5
+            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000,
+                       256, 1 << 20, 10.0, 256, 300_000, min(reps, 3))  # fmt: skip
+        if phase_mb:
+            mb = phase_mb * 1_000_000
+            plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
+        return plan
 
     def records(self, size: int) -> int:
         return max(1000, min(self.max_records, self.phase_bytes // size))
@@ -180,12 +185,14 @@ class Ctx:
 
 
 def warm_up(ctx: Ctx) -> None:
-    """JIT, page cache, connections: produce and consume a little, not reported."""
+    """JIT, page cache, connections: produce and consume a little, not reported. With three
+    brokers the warm-up replicates (RF=3, acks=all), so the replication path is warm too."""
     n = 5_000 if ctx.plan.quick else 30_000
+    brokers = len(ctx.deployment.brokers)
     try:
-        topic = ctx.create("warm", 1)
-        ctx.loadgen("produce", topic=topic, records=n, size=KiB, acks="1")
-        ctx.loadgen("consume", topic=topic, records=n, partitions=1)
+        topic = ctx.create("warm", brokers, brokers)
+        ctx.loadgen("produce", topic=topic, records=n * brokers, size=KiB, acks="all")
+        ctx.loadgen("consume", topic=topic, records=n * brokers, partitions=brokers)
     except Exception as exc:  # noqa: BLE001 - the measurements will say more
         print(f"  warm-up failed: {exc}", flush=True)
 
