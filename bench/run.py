@@ -186,7 +186,9 @@ def write(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Odradek vs Apache Kafka 3.9, side by side")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: small phases, one repeat")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: small phases, one repeat"
+    )
     parser.add_argument("--repeats", type=int, help="repeats per measurement (5; quick: 1)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
