@@ -73,10 +73,10 @@ BENCH_ARGS ?=
 bench-deps: install system-deps
 	@$(PY) -c 'import matplotlib' 2>/dev/null || PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
 
-bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario (about 30 min; bench/README.md)
+bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario, 5 repeats (bench/README.md)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
-bench-quick: bench-deps ## a smoke run of the benchmarks (about 3 min)
+bench-quick: bench-deps ## a smoke run of the benchmarks: every scenario but Spark, small, once
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
 
 lint: install ## ruff check and ruff format --check
