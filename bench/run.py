@@ -127,6 +127,7 @@ def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
                 if repeat and not s.repeated:
                     continue
                 ctx.scenario = s.name
+                ctx.repeats = plan.repeats if s.repeated else 1
                 try:
                     s.run(ctx)
                 except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too

@@ -76,6 +76,7 @@ class Ctx:
     results: Results
     scenario: str = ""
     repeat: int = 0
+    repeats: int = 1  # of the current scenario (1 for those measured once)
     cpu: float = 0.0  # broker CPU seconds of the measured phases
     moved: int = 0  # records produced or consumed in those phases
     peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
@@ -134,7 +135,7 @@ class Ctx:
 
     def record(self, label: str, unit: str, higher: bool, value: float, shown: str = "") -> None:
         self.results.add(self.scenario, label, unit, higher, self.system, value)
-        n = f"{self.repeat + 1}/{self.plan.repeats}"
+        n = f"{self.repeat + 1}/{self.repeats}"
         print(
             f"  [{time.strftime('%H:%M:%S')}] {self.scenario} · {self.system} · {label} #{n}: "
             f"{shown or f'{value:,.2f} {unit}'}",
