@@ -70,7 +70,7 @@ integration: install system-deps ## the integration tests only (real brokers and
 # matplotlib (the chart) comes with the `bench` extra; BENCH_ARGS passes options to bench/run.py
 # (`make bench BENCH_ARGS="--only cluster --repeats 3"`; `bench/run.py --list` names them).
 BENCH_ARGS ?=
-bench-deps: install system-deps
+bench-deps: install system-deps ## what make bench needs: the system deps and matplotlib (the bench extra)
 	@$(PY) -c 'import matplotlib' 2>/dev/null || PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
 
 bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario, 5 repeats (bench/README.md)
