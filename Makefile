@@ -9,7 +9,7 @@ PORT   ?= 9092
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-deps run test unit integration bench lint format clean
+.PHONY: help install system-deps run test unit integration bench bench-quick bench-deps lint format clean
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_-]+:[^#]*## / { printf "  make %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -67,10 +67,17 @@ unit: install ## the unit tests only
 integration: install system-deps ## the integration tests only (real brokers and clients)
 	$(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
 
-bench: install system-deps ## Odradek and Apache Kafka side by side (bench/README.md)
-	PYTHONPATH=bench $(PY) bench/run.py
-	PYTHONPATH=bench $(PY) bench/compaction.py
-	PYTHONPATH=bench $(PY) bench/offline_load.py
+# matplotlib (the chart) comes with the `bench` extra; BENCH_ARGS passes options to bench/run.py
+# (`make bench BENCH_ARGS="--only cluster --repeats 3"`; `bench/run.py --list` names them).
+BENCH_ARGS ?=
+bench-deps: install system-deps ## what make bench needs: the system deps and matplotlib (the bench extra)
+	@$(PY) -c 'import matplotlib' 2>/dev/null || PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+
+bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario, 5 repeats (bench/README.md)
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+bench-quick: bench-deps ## a smoke run of the benchmarks: every scenario but Spark, small, once
+	$(PY) bench/run.py --quick $(BENCH_ARGS)
 
 lint: install ## ruff check and ruff format --check
 	$(VENV)/bin/ruff check broker operator tests bench scripts pipelines

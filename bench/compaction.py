@@ -1,46 +1,37 @@
 """Log compaction, side by side: how fast Apache Kafka 3.9's cleaner and Odradek's clean the same
-log, and what producers see meanwhile.
+log, and what producers see meanwhile (the `compaction` scenario of bench/run.py).
 
-For each server in turn (single node, 127.0.0.1, temporary directories, log.cleaner.backoff.ms
-1000 on both):
+On a broker started with log.cleaner.backoff.ms=1000:
 
-1. `fill`: a topic with cleanup.policy=delete and 64 MiB segments gets `--megabytes` of records
-   (default 1024 MB of 1 KiB values) whose keys repeat so that `--unique` (default 10%) of them
-   are distinct; nothing is cleaned yet.
-2. `probe`: another process measures produce latency (acks=1, linger.ms=0, `--rate` records/s)
+1. `fill`: a topic with cleanup.policy=delete and segments of a sixteenth of the data (64 MiB
+   for 1 GB; the active segment is never cleaned) gets `megabytes` of records
+   (1 KiB values) whose keys repeat so that `unique` (10%) of them are distinct; nothing is
+   cleaned yet.
+2. `probe`: another process measures produce latency (acks=1, linger.ms=0, `rate` records/s)
    for a few seconds, then switches the big topic to cleanup.policy=compact and goes on measuring
    until told to stop.
 3. The runner waits for the cleaner's own report in the server log (both log "cleaned log ...
    MB of log processed in ... seconds") and stops the probe.
 
-The table gives the cleaner's time and MB/s (as each cleaner reports them, for the first round,
-which covers every inactive segment) and the produce latency percentiles before and during the
-cleaning. Results go to bench/results/<timestamp>-compaction.md and .json.
-
-    bench/compaction.py [--megabytes 1024] [--unique 0.1] [--size 1024] [--only kafka|odradek]
+`fill` and `probe` run in their own processes: ``compaction.py fill|probe --bootstrap ...``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from apache_kafka import ApacheKafka
-from run import OdradekServer, odradek_command
-
 HERE = Path(__file__).resolve().parent
-SEGMENT_BYTES = 64 << 20
 BACKOFF = {"log.cleaner.backoff.ms": "1000"}
 # Both cleaners' report: "cleaned log <name> (dirty section = [a, b])[:] <n> MB of log
 # processed in <s> seconds (<r> MB/sec)".
@@ -53,12 +44,16 @@ REPORT = re.compile(
 # -- client phases (each in its own process) ----------------------------------------------------
 
 
+def segment_bytes(megabytes: int) -> int:
+    return max(1 << 20, (megabytes << 20) // 16)
+
+
 def fill(args: argparse.Namespace) -> dict:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    config = {"cleanup.policy": "delete", "segment.bytes": str(SEGMENT_BYTES),
+    config = {"cleanup.policy": "delete", "segment.bytes": str(segment_bytes(args.megabytes)),
               "min.cleanable.dirty.ratio": "0.5", "retention.ms": "-1"}  # fmt: skip
     for name, cfg in ((args.topic, config), (args.topic + "-latency", {})):
         admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(60)
@@ -158,9 +153,8 @@ def last_json(out: str) -> dict:
 # -- the runner -----------------------------------------------------------------------------------
 
 
-def measure(name: str, start, stop, log_path, args: argparse.Namespace) -> dict:
-    print(f"== {name}: starting", flush=True)
-    bootstrap = start()
+def measure(bootstrap: str, log_text: Callable[[], str], args: argparse.Namespace) -> dict:
+    """Fill, probe, wait for the cleaner's report; raises when the cleaner does not report."""
     work = Path(tempfile.mkdtemp(prefix="odradek-bench-compaction-"))
     topic = f"compact-{int(time.time())}"
     try:
@@ -169,8 +163,6 @@ def measure(name: str, start, stop, log_path, args: argparse.Namespace) -> dict:
         if out.returncode != 0:
             raise RuntimeError(f"fill failed: {out.stderr[-2000:]}")
         filled = last_json(out.stdout)
-        print(f"  filled {filled['bytes'] / 1e6:,.0f} MB ({filled['keys']:,} keys) in "
-              f"{filled['seconds']:.1f} s", flush=True)  # fmt: skip
         stop_file = work / "stop"
         proc = subprocess.Popen(
             child("probe", bootstrap, topic, args, stop_file=stop_file,
@@ -183,117 +175,44 @@ def measure(name: str, start, stop, log_path, args: argparse.Namespace) -> dict:
             time.sleep(0.5)
             if not Path(str(stop_file) + ".altered").exists():
                 continue
-            for m in REPORT.finditer(log_path().read_text(errors="replace")):
+            for m in REPORT.finditer(log_text()):
                 if m.group(1) == f"{topic}-0":
                     report = m
                     break
-        altered = float(Path(str(stop_file) + ".altered").read_text() or 0)
-        wall = time.time() - altered
         stop_file.write_text("stop")
         probe_out, _ = proc.communicate(timeout=120)
         probed = last_json(probe_out)
         if report is None:
-            return {"filled": filled, "probe": probed, "error": "no cleaner report in the log"}
+            raise RuntimeError("no cleaner report in the log")
         mb, secs = (float(report.group(i).replace(",", "")) for i in (4, 5))
-        result = {"filled": filled, "probe": probed, "clean_mb": mb, "clean_seconds": secs,
-                  "clean_mb_per_s": mb / secs if secs else 0.0, "wall_seconds": wall}  # fmt: skip
-        print(f"  cleaned {mb:,.0f} MB in {secs:.1f} s ({result['clean_mb_per_s']:.1f} MB/s); "
-              f"produce p99 {probed['before'].get('p99', 0):.1f} ms before, "
-              f"{probed['during'].get('p99', 0):.1f} ms during", flush=True)  # fmt: skip
-        return result
+        return {"filled": filled, "probe": probed, "clean_mb": mb, "clean_seconds": secs,
+                "clean_mb_per_s": mb / secs if secs else 0.0}  # fmt: skip
     finally:
-        stop()
         shutil.rmtree(work, ignore_errors=True)
-        print(f"== {name}: stopped", flush=True)
 
 
-def cell(result: dict | None, path: tuple[str, ...], spec: str) -> str:
-    value: object = result
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return "–"
-        value = value[key]
-    return format(value, spec)
-
-
-def render(results: dict[str, dict | None], args: argparse.Namespace, date: str) -> str:
-    k, o = results.get("Kafka"), results.get("Odradek")
-    rows = [
-        ("cleaner time (s)", ("clean_seconds",), ".1f", "lower"),
-        ("cleaner throughput (MB/s)", ("clean_mb_per_s",), ".1f", "higher"),
-        ("produce latency p50 before cleaning (ms)", ("probe", "before", "p50"), ".1f", "lower"),
-        ("produce latency p99 before cleaning (ms)", ("probe", "before", "p99"), ".1f", "lower"),
-        ("produce latency p50 while cleaning (ms)", ("probe", "during", "p50"), ".1f", "lower"),
-        ("produce latency p99 while cleaning (ms)", ("probe", "during", "p99"), ".1f", "lower"),
-        ("produce latency max while cleaning (ms)", ("probe", "during", "max"), ".1f", "lower"),
-    ]
-    lines = [
-        f"# Log compaction: Odradek vs Apache Kafka — {date}",
-        "",
-        f"Clean {args.megabytes} MB of {args.size}-byte records with {args.unique:.0%} distinct "
-        f"keys (64 MiB segments, one cleaner thread, default dedupe buffer), single node on "
-        f"127.0.0.1, {os.cpu_count()} CPUs. Latency: acks=1, linger.ms=0, {args.rate} records/s "
-        "to another topic of the same broker.",
-        "",
-        "| | Kafka | Odradek | Odradek/Kafka |",
-        "|---|---:|---:|---:|",
-    ]
-    for label, path, spec, _ in rows:
-        ratio = "–"
-        kv, ov = cell(k, path, ".6f"), cell(o, path, ".6f")
-        if kv != "–" and ov != "–" and float(kv):
-            ratio = f"{float(ov) / float(kv):.2f}"
-        lines.append(f"| {label} | {cell(k, path, spec)} | {cell(o, path, spec)} | {ratio} |")
-    notes = [f"- {n}: {r['error']}" for n, r in results.items() if r and r.get("error")]
-    notes += [f"- {n} not measured" for n, r in results.items() if r is None]
-    if notes:
-        lines += ["", "Notes:", *notes]
-    return "\n".join(lines) + "\n"
+def options(megabytes: int, max_seconds: float) -> argparse.Namespace:
+    """The runner's settings: `megabytes` of 1 KiB records, 10% distinct keys, 200 records/s
+    of latency probe, five seconds before the switch to compact, at most `max_seconds` of
+    waiting for the cleaner."""
+    return argparse.Namespace(megabytes=megabytes, unique=0.1, size=1024, rate=200,
+                              before_seconds=5.0, max_seconds=max_seconds)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", nargs="?", choices=["fill", "probe"], help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
-    parser.add_argument("--topic", help=argparse.SUPPRESS)
-    parser.add_argument("--stop-file", help=argparse.SUPPRESS)
+    parser.add_argument("phase", choices=["fill", "probe"])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--stop-file")
     parser.add_argument("--before-seconds", type=float, default=5.0)
     parser.add_argument("--max-seconds", type=float, default=900.0)
     parser.add_argument("--megabytes", type=int, default=1024)
     parser.add_argument("--unique", type=float, default=0.1)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rate", type=int, default=200, help="latency probe records/s")
-    parser.add_argument("--only", choices=["kafka", "odradek"])
-    parser.add_argument("--kafka-heap", default="1g")
-    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
-    parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    if args.phase == "fill":
-        print(json.dumps(fill(args)))
-        return 0
-    if args.phase == "probe":
-        print(json.dumps(probe(args)))
-        return 0
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    results: dict[str, dict | None] = {"Kafka": None, "Odradek": None}
-    if args.only in (None, "kafka") and shutil.which("java"):
-        kafka = ApacheKafka(heap=args.kafka_heap, extra_props=BACKOFF)
-        results["Kafka"] = measure("Kafka", kafka.start, kafka.stop, lambda: kafka.log_path, args)
-    if args.only in (None, "odradek") and (command := odradek_command()) is not None:
-        server = OdradekServer(command, [f"{k}={v}" for k, v in BACKOFF.items()])
-        results["Odradek"] = measure(
-            "Odradek", server.start, server.stop, lambda: server.log_path, args
-        )
-    now = dt.datetime.now()
-    table = render(results, args, now.strftime("%Y-%m-%d %H:%M"))
-    print()
-    print(table)
-    if not args.no_write:
-        args.results_dir.mkdir(parents=True, exist_ok=True)
-        stem = args.results_dir / (now.strftime("%Y-%m-%dT%H%M%S") + "-compaction")
-        stem.with_suffix(".md").write_text(table)
-        stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-        print(f"written {stem}.md and {stem}.json")
+    print(json.dumps(fill(args) if args.phase == "fill" else probe(args)))
     return 0
 
 

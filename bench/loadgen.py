@@ -1,12 +1,20 @@
-"""Load generator for bench/run.py: one produce or consume phase, run in its own process.
+"""Load generator of bench/run.py: one client phase, run in its own process.
 
-The runner starts this script once per phase so the client never shares an interpreter with the
-orchestration code. The last line printed on stdout is a JSON object with the measurement.
+The runner starts this script once per phase (several at once for concurrent producers and
+consumer groups) so the client never shares an interpreter with the orchestration code or with
+another client. The last line printed on stdout is a JSON object with the measurement.
 
-    loadgen.py create --bootstrap H:P --topic T --partitions P
-    loadgen.py produce --bootstrap H:P --topic T --records N --size B --acks 1|all --duration S
-    loadgen.py consume --bootstrap H:P --topic T --records N --partitions P --duration S
-    loadgen.py txn-produce --bootstrap H:P --topic T --records N --size B --txn-records K
+    loadgen.py create --topic PREFIX [--topic PREFIX ...] --partitions P [--replication R]
+                      [--config K=V ...]
+    loadgen.py produce --topic T --records N --size B --acks 1|all [--compression C]
+                       [--idempotent] [--rate R] [--go-file F] [--stamp]
+    loadgen.py consume --topic T --records N --partitions P
+    loadgen.py group-consume --topic T --group G --work-dir D [--latency]
+    loadgen.py txn-produce --topic T --records N --size B --txn-records K
+    loadgen.py metadata --topic T --requests N
+    loadgen.py list-offsets --topic T --partitions P --requests N
+
+Every phase takes --bootstrap H:P and --duration S (a time bound).
 """
 
 from __future__ import annotations
@@ -14,9 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import struct
 import sys
 import time
 import uuid
+from array import array
+from pathlib import Path
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -26,44 +38,82 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+STAMP = struct.Struct("<d")  # the producer's wall clock, first 8 bytes of a stamped value
+WORDS = (
+    b"order customer amount currency status created updated region product quantity price "
+    b"warehouse shipped pending paid refunded EUR USD GBP north south east west alpha beta"
+).split()
+
+
+def payloads(size: int, kind: str, count: int = 16) -> list[bytes]:
+    """`count` distinct values: random bytes (incompressible) or text made of a small
+    vocabulary, which compresses about 3 to 4 times like typical JSON records do."""
+    if kind == "random":
+        return [os.urandom(size) for _ in range(count)]
+    rng = random.Random(size)
+    out = []
+    for _ in range(count):
+        words: list[bytes] = []
+        length = 0
+        while length < size:
+            w = rng.choice(WORDS) + b'":"' + str(rng.randrange(100_000)).encode() + b'","'
+            words.append(w)
+            length += len(w)
+        out.append(b"".join(words)[:size])
+    return out
 
 
 def create(args: argparse.Namespace) -> dict:
-    """Create ``<topic prefix>-<random>`` and wait until every partition has a leader."""
-    name = f"{args.topic}-{uuid.uuid4().hex[:8]}"
+    """Create ``<prefix>-<random>`` for each --topic prefix and wait until every partition has
+    a leader."""
+    names = [f"{prefix}-{uuid.uuid4().hex[:8]}" for prefix in args.topic]
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    futures = admin.create_topics([NewTopic(name, args.partitions, 1)], operation_timeout=30)
-    futures[name].result(args.duration)
+    config = dict(item.split("=", 1) for item in args.config)
+    started = time.perf_counter()
+    futures = admin.create_topics(
+        [NewTopic(n, args.partitions, args.replication, config=config) for n in names],
+        operation_timeout=args.duration,
+    )
+    for future in futures.values():
+        future.result(args.duration)
     deadline = time.monotonic() + args.duration
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=5).topics.get(name)
-        if (
-            meta is not None
-            and meta.error is None
-            and len(meta.partitions) == args.partitions
-            and all(p.leader >= 0 for p in meta.partitions.values())
-        ):
-            return {"phase": "create", "topic": name}
-        time.sleep(0.2)
-    return {"phase": "create", "topic": None, "error": f"no partition leaders for {name}"}
+    waiting = list(names)
+    while waiting and time.monotonic() < deadline:
+        metas = admin.list_topics(timeout=10).topics
+        for name in list(waiting):
+            meta = metas.get(name)
+            if (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == args.partitions
+                and all(p.leader >= 0 for p in meta.partitions.values())
+            ):
+                waiting.remove(name)
+        if waiting:
+            time.sleep(0.2)
+    if waiting:
+        return {"phase": "create", "topics": None, "error": f"no partition leaders for {waiting}"}
+    return {"phase": "create", "topics": names, "seconds": time.perf_counter() - started}
 
 
 def produce(args: argparse.Namespace) -> dict:
-    """Send up to ``records`` values of ``size`` bytes; time from the first send to the last ack."""
+    """Send up to ``records`` values of ``size`` bytes, as fast as possible or at ``rate``
+    records/s; time from the first send to the last acknowledgement."""
     conf = {
         "bootstrap.servers": args.bootstrap,
         "acks": args.acks,
         "linger.ms": args.linger_ms,
-        "compression.type": "none",
+        "compression.type": args.compression,
         "queue.buffering.max.messages": 200_000,
         "queue.buffering.max.kbytes": 256 * 1024,
-        "enable.idempotence": False,
+        "enable.idempotence": args.idempotent,
         "client.id": "odradek-bench-producer",
     }
     producer = Producer(conf)
     # Several distinct payloads, so no layer can get away with caching one buffer.
-    payloads = [os.urandom(args.size) for _ in range(16)]
+    values = payloads(args.size, args.payload)
     delivered = 0
     failed = 0
     first_error: str | None = None
@@ -77,17 +127,35 @@ def produce(args: argparse.Namespace) -> dict:
             if first_error is None:
                 first_error = str(err)
 
+    producer.list_topics(args.topic, timeout=30)  # connections and metadata before the clock
+    if args.go_file:  # concurrent producers start together: ready, then wait for the signal
+        go = Path(args.go_file)
+        Path(f"{go}.ready-{os.getpid()}").write_text("1")
+        deadline = time.monotonic() + 120
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
     sent = 0
+    start_wall = time.time()
     start = time.perf_counter()
     stop_at = start + args.duration
-    while sent < args.records and time.perf_counter() < stop_at:
+    interval = 1.0 / args.rate if args.rate else 0.0
+    while sent < args.records:
+        now = time.perf_counter()
+        if now >= stop_at:
+            break
+        if interval and now < start + sent * interval:
+            producer.poll(min(start + sent * interval - now, 0.001))
+            continue
+        value = values[sent & 15]
+        if args.stamp:
+            value = STAMP.pack(time.time()) + value[STAMP.size :]
         try:
-            producer.produce(args.topic, payloads[sent & 15], on_delivery=on_delivery)
+            producer.produce(args.topic, value, on_delivery=on_delivery)
             sent += 1
         except BufferError:
             producer.poll(0.05)
             continue
-        if sent & 1023 == 0:
+        if sent & 1023 == 0 or interval:
             producer.poll(0)
     remaining = producer.flush(max(args.duration, 30.0))
     elapsed = time.perf_counter() - start
@@ -99,6 +167,8 @@ def produce(args: argparse.Namespace) -> dict:
         "undelivered": remaining,
         "bytes": delivered * args.size,
         "seconds": elapsed,
+        "start_wall": start_wall,
+        "end_wall": time.time(),
         "error": first_error,
     }
 
@@ -116,14 +186,14 @@ def txn_produce(args: argparse.Namespace) -> dict:
         }
     )
     producer.init_transactions(30)
-    payloads = [os.urandom(args.size) for _ in range(16)]
+    values = payloads(args.size, args.payload)
     committed = 0
     start = time.perf_counter()
     stop_at = start + args.duration
     while committed < args.records and time.perf_counter() < stop_at:
         producer.begin_transaction()
         for i in range(args.txn_records):
-            producer.produce(args.topic, payloads[i & 15])
+            producer.produce(args.topic, values[i & 15])
         producer.commit_transaction(30)
         committed += args.txn_records
     elapsed = time.perf_counter() - start
@@ -177,22 +247,151 @@ def consume(args: argparse.Namespace) -> dict:
     }
 
 
+def group_consume(args: argparse.Namespace) -> dict:
+    """One member of a consumer group (subscribe, earliest, no commits). Writes
+    `assigned-<pid>` (how many partitions it holds) on every rebalance. Nothing counts until
+    `go` appears in the work directory (the runner writes it once the group has settled): then
+    the member reads its partitions from the beginning, writes `count-<pid>` (records so far)
+    as it goes and stops when `stop` appears. With --latency, each stamped value's send time
+    and age at receipt (seconds) go to `latency-<pid>` as pairs of doubles."""
+    work = Path(args.work_dir)
+    me = os.getpid()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "odradek-bench-group-consumer",
+        }
+    )
+
+    def on_assign(c, partitions) -> None:
+        (work / f"assigned-{me}").write_text(str(len(partitions)))
+
+    def on_revoke(c, partitions) -> None:
+        (work / f"assigned-{me}").write_text("0")
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
+    go, stop = work / "go", work / "stop"
+    deadline = time.monotonic() + args.duration
+    while not go.exists() and time.monotonic() < deadline:
+        consumer.pause(consumer.assignment())
+        consumer.consume(num_messages=10_000, timeout=0.1)  # rebalances; records discarded
+    start = [
+        TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in consumer.assignment()
+    ]
+    consumer.assign(start)
+    consumer.resume(start)  # the pause outlives assign()
+    received = 0
+    nbytes = 0
+    last = 0.0
+    ages = array("d")
+    next_note = 0.0
+    try:
+        while time.monotonic() < deadline:
+            msgs = consumer.consume(num_messages=10_000, timeout=0.2)
+            now = time.time()
+            for msg in msgs:
+                if msg.error() is not None:
+                    continue
+                value = msg.value() or b""
+                if args.latency and len(value) >= STAMP.size:
+                    sent = STAMP.unpack_from(value)[0]
+                    ages.extend((sent, now - sent))
+                received += 1
+                nbytes += len(value)
+            if msgs:
+                last = now
+            if time.monotonic() >= next_note:
+                (work / f"count-{me}").write_text(str(received))
+                next_note = time.monotonic() + 0.2
+                if stop.exists():
+                    break
+    finally:
+        (work / f"count-{me}").write_text(str(received))
+        consumer.close()
+    if args.latency:
+        with open(work / f"latency-{me}", "wb") as f:
+            ages.tofile(f)
+    return {
+        "phase": "group-consume",
+        "records": received,
+        "bytes": nbytes,
+        "last_wall": last,
+        "error": None,
+    }
+
+
+def metadata(args: argparse.Namespace) -> dict:
+    """``requests`` Metadata requests for one topic; milliseconds of each round trip."""
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.list_topics(args.topic, timeout=30)
+    samples = []
+    for _ in range(args.requests):
+        began = time.perf_counter()
+        meta = admin.list_topics(args.topic, timeout=30)
+        samples.append((time.perf_counter() - began) * 1000)
+        if len(meta.topics[args.topic].partitions) != args.partitions:
+            return {"phase": "metadata", "error": "partitions missing from Metadata"}
+    return {"phase": "metadata", "ms": samples, "error": None}
+
+
+def list_offsets(args: argparse.Namespace) -> dict:
+    """``requests`` ListOffsets (latest) for every partition of the topic; milliseconds each."""
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    query = {TopicPartition(args.topic, p): OffsetSpec.latest() for p in range(args.partitions)}
+    samples = []
+    for i in range(args.requests + 1):
+        began = time.perf_counter()
+        futures = admin.list_offsets(query, request_timeout=30)
+        for future in futures.values():
+            future.result(30)
+        if i:  # the first call also looks up the leaders
+            samples.append((time.perf_counter() - began) * 1000)
+    return {"phase": "list-offsets", "ms": samples, "error": None}
+
+
+PHASES = {
+    "create": create,
+    "produce": produce,
+    "consume": consume,
+    "group-consume": group_consume,
+    "txn-produce": txn_produce,
+    "metadata": metadata,
+    "list-offsets": list_offsets,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=["create", "produce", "consume", "txn-produce"])
+    parser.add_argument("phase", choices=sorted(PHASES))
     parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", required=True, action="append", help="(create: repeatable)")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--payload", choices=["random", "text"], default="random")
     parser.add_argument("--acks", default="1")
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--idempotent", action="store_true")
+    parser.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as can)")
+    parser.add_argument("--go-file", help="start when this file exists (after writing .ready-PID)")
+    parser.add_argument("--stamp", action="store_true", help="send time in each value")
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--replication", type=int, default=1)
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--txn-records", type=int, default=100)
+    parser.add_argument("--group")
+    parser.add_argument("--work-dir")
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args(argv)
-    phases = {"create": create, "produce": produce, "consume": consume, "txn-produce": txn_produce}
+    if args.phase != "create":
+        args.topic = args.topic[-1]
     try:
-        result = phases[args.phase](args)
+        result = PHASES[args.phase](args)
     except KafkaException as exc:
         result = {"phase": args.phase, "records": 0, "bytes": 0, "seconds": 0.0, "error": str(exc)}
     print(json.dumps(result), flush=True)

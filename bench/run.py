@@ -1,9 +1,11 @@
-"""Side-by-side throughput benchmark: Apache Kafka 3.9 and Odradek on the same machine.
+"""Odradek next to Apache Kafka 3.9 on the same machine: ``make bench`` (every scenario, five
+repeats) and ``make bench-quick`` (a smoke run).
 
-``make bench`` runs this script. It starts each server in turn (single node, 127.0.0.1, temporary
-directories), runs the same scenarios against it with bench/loadgen.py in a separate process, stops
-it, then prints one table and writes it to bench/results/<timestamp>.md and .json.
-See bench/README.md for what is measured and how to read it.
+Scenarios that share a kind of deployment (one broker, three brokers...) run on the same servers.
+For each kind, Kafka is started, warmed up, measured and stopped, then Odradek; each measurement
+is repeated (--repeats) and the table gives the median with the min and max, and the ratio of
+the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
+See bench/README.md for what every scenario measures and how to read the table.
 """
 
 from __future__ import annotations
@@ -11,390 +13,229 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from apache_kafka import ApacheKafka, free_port
+import report
+import scenarios as sc
 from confluent_kafka import libversion
-from odradek.broker.client.blocking import api_versions_probe
+from systems import SYSTEMS, deploy
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-LOADGEN = HERE / "loadgen.py"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A deployment some scenarios share."""
+
+    name: str
+    label: str
+    brokers: int = 1
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+KINDS = {
+    "single": Kind("single", "one broker"),
+    "cluster": Kind("cluster", "three brokers", brokers=3),
+    "partitions": Kind("partitions", "one broker, 1,000 partitions"),
+    "recovery": Kind("recovery", "one broker, crash recovery"),
+    "compaction": Kind(
+        "compaction", "one broker, compaction", settings={"log.cleaner.backoff.ms": "1000"}
+    ),  # fmt: skip
+    "offline-load": Kind("offline-load", "one broker, Spark"),
+}
 
 
 @dataclass(frozen=True)
 class Scenario:
-    acks: str
-    partitions: int
-
-    @property
-    def label(self) -> str:
-        unit = "partition" if self.partitions == 1 else "partitions"
-        return f"acks={self.acks}, {self.partitions} {unit}"
-
-
-SCENARIOS = [Scenario(acks, parts) for parts in (1, 8) for acks in ("1", "all")]
-# Transactional producer rows: records per transaction, partitions.
-TXN_RECORDS = 100
-TXN_PARTITIONS = (1, 8)
-
-
-def txn_label(partitions: int) -> str:
-    unit = "partition" if partitions == 1 else "partitions"
-    return f"produce transactional ({TXN_RECORDS}/txn), {partitions} {unit}"
-
-
-@dataclass
-class Settings:
-    records: int
-    size: int
-    duration: float
-    linger_ms: int
-
-
-class Server(Protocol):
     name: str
-
-    def start(self) -> str: ...
-
-    def stop(self) -> None: ...
-
-    def tail_log(self) -> str: ...
-
-
-class KafkaServer:
-    """Apache Kafka through bench/apache_kafka.py."""
-
-    name = "Kafka"
-
-    def __init__(self, heap: str) -> None:
-        self._kafka = ApacheKafka(heap=heap)
-
-    def start(self) -> str:
-        return self._kafka.start()
-
-    def stop(self) -> None:
-        self._kafka.stop()
-
-    def tail_log(self) -> str:
-        return self._kafka.tail_log()
+    kind: str
+    run: Callable[[sc.Ctx], None]
+    summary: str
+    repeated: bool = True  # False: measured once whatever --repeats says
+    in_quick: bool = True
 
 
-def odradek_command() -> Path | None:
-    """The ``odradek`` console script next to this interpreter, if the broker command exists yet."""
-    for candidate in (Path(sys.executable).parent / "odradek", REPO / ".venv" / "bin" / "odradek"):
-        if candidate.exists():
-            probe = subprocess.run(
-                [sys.executable, "-c", "from odradek.broker.cli import main"],
-                capture_output=True,
-            )
-            return candidate if probe.returncode == 0 else None
-    return None
+def _partitions(ctx: sc.Ctx) -> None:
+    sc.partitions(ctx)
+    sc.startup(ctx)
 
 
-class OdradekServer:
-    """Odradek started with ``odradek broker`` and command-line overrides."""
-
-    name = "Odradek"
-
-    def __init__(self, command: Path, overrides: list[str]) -> None:
-        self.command = command
-        self.overrides = overrides
-        self.workdir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.workdir / "odradek.log"
-
-    def start(self, timeout: float = 60.0) -> str:
-        args = [
-            str(self.command),
-            "broker",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            f"log.dirs={self.workdir / 'data'}",
-        ]
-        for item in self.overrides:
-            args += ["--override", item]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"odradek exited with {self.proc.returncode}")
-            if api_versions_probe("127.0.0.1", self.port):
-                return f"127.0.0.1:{self.port}"
-            time.sleep(0.2)
-        raise TimeoutError(f"odradek did not answer ApiVersions within {timeout}s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def tail_log(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+SCENARIOS = [
+    Scenario("produce", "single", sc.produce,
+             "one broker: acks=1 at 100 B, 1 KiB, 10 KiB; acks=all; idempotent"),
+    Scenario("consume", "single", sc.consume,
+             "one broker: read 4 partitions from the start, three record sizes"),
+    Scenario("compression", "single", sc.compression,
+             "one broker: lz4 and zstd producers, compressible 1 KiB values"),
+    Scenario("transactions", "single", sc.transactions,
+             "one broker: transactional producer, 100 records per transaction"),
+    Scenario("cluster", "cluster", sc.cluster,
+             "three brokers, RF=3, min.insync.replicas=2: 8 producers acks=all, a group of 4 "
+             "consumers, end-to-end latency at half the maximum rate"),
+    Scenario("partitions", "partitions", _partitions,
+             "one broker, a topic of 1,000 partitions: produce, consume, Metadata, ListOffsets, "
+             "start-up time"),
+    Scenario("recovery", "recovery", sc.recovery,
+             "one broker killed with kill -9 holding a log of many segments: time to serve again"),
+    Scenario("compaction", "compaction", sc.compaction,
+             "the log cleaner's rate and produce latency while it runs", repeated=False),
+    Scenario("offline-load", "offline-load", sc.offline_load,
+             "the Spark offline-load pipeline into Parquet", repeated=False, in_quick=False),
+]  # fmt: skip
 
 
-def create_topic(bootstrap: str, partitions: int, settings: Settings) -> str:
-    """Create a fresh topic (in a child process, like all client work) and return its name."""
-    result = loadgen("create", bootstrap, f"bench-{partitions}p", settings, partitions=partitions)
-    if not result.get("topic"):
-        raise RuntimeError(result.get("error") or "topic creation failed")
-    return result["topic"]
+def deployments(chosen: list[Scenario], quick: bool) -> list[tuple[Kind, list[Scenario]]]:
+    """The deployments to start and the scenarios each serves. A quick run starts fewer
+    servers: every one-broker scenario shares one broker (with every kind's settings)."""
+    if not quick:
+        return [(k, g) for k in KINDS.values() if (g := [s for s in chosen if s.kind == k.name])]
+    one = [s for s in chosen if KINDS[s.kind].brokers == 1]
+    settings = {k: v for s in one for k, v in KINDS[s.kind].settings.items()}
+    out = [(Kind("single", "one broker", 1, settings), one)] if one else []
+    three = [s for s in chosen if KINDS[s.kind].brokers > 1]
+    return out + ([(KINDS["cluster"], three)] if three else [])
 
 
-def loadgen(phase: str, bootstrap: str, topic: str, settings: Settings, **extra: object) -> dict:
-    args = [
-        sys.executable,
-        str(LOADGEN),
-        phase,
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--size",
-        str(settings.size),
-        "--duration",
-        str(settings.duration),
-        "--linger-ms",
-        str(settings.linger_ms),
-    ]
-    extra.setdefault("records", settings.records)
-    for key, value in extra.items():
-        args += [f"--{key.replace('_', '-')}", str(value)]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=3 * settings.duration + 120)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise RuntimeError(f"loadgen {phase} failed ({out.returncode}):\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def rates(result: dict) -> dict:
-    seconds = result.get("seconds") or 0.0
-    if seconds <= 0 or not result.get("records"):
-        return {**result, "records_per_s": 0.0, "mb_per_s": 0.0}
-    return {
-        **result,
-        "records_per_s": result["records"] / seconds,
-        "mb_per_s": result["bytes"] / seconds / 1e6,
-    }
-
-
-@dataclass
-class ServerRun:
-    name: str
-    skipped: str | None = None
-    rows: dict[str, dict] = field(default_factory=dict)
-
-
-def run_server(server: Server, settings: Settings) -> ServerRun:
-    run = ServerRun(server.name)
-    print(f"== {server.name}: starting", flush=True)
+def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
+             results: report.Results, heap: str) -> None:  # fmt: skip
+    print(f"== {kind.label} · {system}: starting", flush=True)
+    began = time.monotonic()
     try:
-        bootstrap = server.start()
-    except Exception as exc:  # noqa: BLE001 - report and carry on with the other server
-        server.stop()
-        run.skipped = f"failed to start: {exc}"
-        print(f"{server.name} did not start: {exc}\n{server.tail_log()}", flush=True)
-        return run
+        deployment = deploy(system, kind.brokers,
+                            settings=kind.settings, kafka_heap=heap)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the other system still runs
+        print(f"   {system} did not start: {exc}"[:3000], flush=True)
+        for s in chosen:
+            results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
+        return
+    ctx = sc.Ctx(deployment, plan, results)
     try:
-        # Warm-up (JIT, page cache, connection set-up); not reported.
-        warm = Settings(min(settings.records, 50_000), settings.size, settings.duration, 5)
-        try:
-            topic = create_topic(bootstrap, 1, settings)
-            loadgen("produce", bootstrap, topic, warm, acks="1")
-            loadgen("consume", bootstrap, topic, warm, partitions=1)
-        except Exception as exc:  # noqa: BLE001
-            print(f"  warm-up failed: {exc}", flush=True)
-        host, _, port = bootstrap.rpartition(":")
-        for sc in SCENARIOS:
-            prod_key, cons_key = f"produce {sc.label}", f"consume {sc.label}"
-            if not api_versions_probe(host, int(port)):
-                run.rows[prod_key] = run.rows[cons_key] = {"error": "server stopped answering"}
-                continue
-            try:
-                topic = create_topic(bootstrap, sc.partitions, settings)
-                prod = rates(loadgen("produce", bootstrap, topic, settings, acks=sc.acks))
-                run.rows[prod_key] = prod
-                cons = rates(
-                    loadgen(
-                        "consume",
-                        bootstrap,
-                        topic,
-                        settings,
-                        records=prod["records"],
-                        partitions=sc.partitions,
-                    )
-                )
-                run.rows[cons_key] = cons
-            except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
-                run.rows.setdefault(prod_key, {"error": str(exc)})
-                run.rows.setdefault(cons_key, {"error": str(exc)})
-            for key in (prod_key, cons_key):
-                report(key, run.rows[key])
-        for partitions in TXN_PARTITIONS:
-            key = txn_label(partitions)
-            try:
-                topic = create_topic(bootstrap, partitions, settings)
-                run.rows[key] = rates(
-                    loadgen("txn-produce", bootstrap, topic, settings, txn_records=TXN_RECORDS)
-                )
-            except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
-                run.rows[key] = {"error": str(exc)}
-            report(key, run.rows[key])
+        sc.warm_up(ctx)
+        for repeat in range(plan.repeats):
+            ctx.repeat = repeat
+            for s in chosen:
+                if repeat and not s.repeated:
+                    continue
+                ctx.scenario = s.name
+                ctx.repeats = plan.repeats if s.repeated else 1
+                try:
+                    s.run(ctx)
+                except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
+                    print(f"   {s.name} failed: {exc}"[:2000], flush=True)
+                    results.error(s.name, "(scenario)", "", True, system, str(exc))
+        ctx.scenario = kind.label
+        ctx.resources()
     finally:
-        server.stop()
-        print(f"== {server.name}: stopped", flush=True)
-    return run
+        deployment.stop()
+        print(f"== {kind.label} · {system}: done in {time.monotonic() - began:.0f} s", flush=True)
 
 
-def report(key: str, r: dict) -> None:
-    note = f"  ({r['error']})" if r.get("error") else ""
-    print(
-        f"  {key:<48} {r.get('records', 0):>8} rec "
-        f"{r.get('records_per_s', 0):>10.0f} rec/s {r.get('mb_per_s', 0):>8.1f} MB/s{note}",
-        flush=True,
-    )
+def machine() -> dict:
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+        return out.stdout.strip()
 
-
-def fmt_rate(row: dict | None, key: str, spec: str) -> str:
-    if row is None:
-        return "–"
-    if row.get("error") and not row.get("records"):
-        return "error"
-    return format(row.get(key, 0.0), spec)
-
-
-def render(runs: list[ServerRun], settings: Settings, meta: dict) -> str:
-    kafka, odradek = runs
-    lines = [
-        f"# Odradek vs Apache Kafka — {meta['date']}",
-        "",
-        f"{settings.records} records of {settings.size} bytes per scenario (at most "
-        f"{settings.duration:g} s per phase), linger.ms={settings.linger_ms}, no compression, "
-        f"single node on 127.0.0.1. Client: confluent-kafka {meta['confluent_kafka']} "
-        f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
-        f"Python {meta['python']}. MB = 10^6 bytes of record values.",
-        "",
-        "| scenario | Kafka rec/s | Kafka MB/s | Odradek rec/s | Odradek MB/s | Odradek/Kafka |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    notes: list[str] = []
-    errors: dict[tuple[str, str], list[str]] = {}
-    keys = list(dict.fromkeys([*kafka.rows, *odradek.rows]))
-    for key in keys:
-        k, o = kafka.rows.get(key), odradek.rows.get(key)
-        ratio = "–"
-        if k and o and k.get("records_per_s") and o.get("records_per_s"):
-            ratio = f"{o['records_per_s'] / k['records_per_s']:.2f}"
-        lines.append(
-            f"| {key} | {fmt_rate(k, 'records_per_s', ',.0f')} | {fmt_rate(k, 'mb_per_s', '.1f')} "
-            f"| {fmt_rate(o, 'records_per_s', ',.0f')} | {fmt_rate(o, 'mb_per_s', '.1f')} "
-            f"| {ratio} |"
-        )
-        for run, row in ((kafka, k), (odradek, o)):
-            if row and row.get("error"):
-                message = " ".join(str(row["error"]).split())[:300]
-                errors.setdefault((run.name, message), []).append(key)
-            elif row and row.get("records", settings.records) < settings.records:
-                notes.append(f"- {run.name}, {key}: {row['records']} records (time bound reached)")
-    for (name, message), failed in errors.items():
-        notes.append(f"- {name}, {'; '.join(failed)}: {message}")
-    for run in runs:
-        if run.skipped:
-            notes.append(f"- {run.name} not measured: {run.skipped}")
-    if notes:
-        lines += ["", "Notes:", *notes]
-    return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Odradek vs Apache Kafka throughput")
-    parser.add_argument("--records", type=int, default=200_000, help="records per scenario")
-    parser.add_argument("--size", type=int, default=1024, help="value size in bytes")
-    parser.add_argument("--duration", type=float, default=30.0, help="time bound per phase (s)")
-    parser.add_argument("--linger-ms", type=int, default=5)
-    parser.add_argument("--only", choices=["kafka", "odradek"], help="measure one server")
-    parser.add_argument("--kafka-heap", default="1g")
-    parser.add_argument(
-        "--odradek-override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra broker property for Odradek (repeatable)",
-    )
-    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    settings = Settings(args.records, args.size, args.duration, args.linger_ms)
-
-    now = dt.datetime.now()
-    meta = {
-        "date": now.strftime("%Y-%m-%d %H:%M"),
+    try:
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git("rev-parse", "--short", "HEAD") + (" (modified)" if git("status", "--porcelain", "--untracked-files=no") else ""),
         "confluent_kafka": importlib.metadata.version("confluent-kafka"),
         "librdkafka": libversion()[0],
+        "kafka": "3.9.0",
         "cpus": os.cpu_count(),
         "platform": platform.platform(terse=True),
         "python": platform.python_version(),
-        "kafka": "3.9.0",
-    }
+        "load_at_start": load,
+    }  # fmt: skip
 
-    kafka_run = ServerRun("Kafka", skipped="not selected")
-    odradek_run = ServerRun("Odradek", skipped="not selected")
-    if args.only in (None, "kafka"):
-        if shutil.which("java") is None or shutil.which("mvn") is None:
-            kafka_run.skipped = "java or mvn not installed (needed to assemble Kafka 3.9)"
-            print(f"SKIP Kafka: {kafka_run.skipped}", flush=True)
-        else:
-            kafka_run = run_server(KafkaServer(args.kafka_heap), settings)
-    if args.only in (None, "odradek"):
-        command = odradek_command()
-        if command is None:
-            odradek_run.skipped = (
-                "`odradek broker` is not available yet (odradek.broker.cli.main does not import)"
-            )
-            print(f"SKIP Odradek: {odradek_run.skipped}", flush=True)
-        else:
-            odradek_run = run_server(OdradekServer(command, args.odradek_override), settings)
 
-    runs = [kafka_run, odradek_run]
-    table = render(runs, settings, meta)
-    print()
-    print(table)
-    if not args.no_write:
-        args.results_dir.mkdir(parents=True, exist_ok=True)
-        stem = args.results_dir / now.strftime("%Y-%m-%dT%H%M%S")
-        stem.with_suffix(".md").write_text(table)
-        payload = {
-            "meta": meta,
-            "settings": settings.__dict__,
-            "servers": {r.name: {"skipped": r.skipped, "results": r.rows} for r in runs},
-        }
-        stem.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"written {stem}.md and {stem}.json")
+def write(
+    results: report.Results, folder: Path, meta: dict, plan: sc.Plan, began: float, *, final: bool
+) -> None:
+    """Write (or rewrite) the results folder; print the table when the run is over."""
+    meta["minutes"] = round((time.monotonic() - began) / 60, 1)
+    meta["plan"] = plan.__dict__
+    header = (
+        f"Odradek vs Apache Kafka {meta['kafka']} — {meta['date']}, commit {meta['commit']}, "
+        f"{'quick' if plan.quick else 'full'} run of {meta['minutes']} min, {plan.repeats} "
+        f"repeat(s): median (min–max). Client: confluent-kafka {meta['confluent_kafka']} "
+        f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
+        f"Python {meta['python']}, load average at start {meta['load_at_start']}. "
+        "↑ higher is better, ↓ lower is better; a bold ratio is a row where Odradek is behind.\n"
+    )
+    written = report.write(results, folder, meta, header)
+    if final:
+        print()
+        print(header)
+        print(report.table(results))
+        for path in written:
+            print(f"written {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Odradek vs Apache Kafka 3.9, side by side")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: small phases, one repeat"
+    )
+    parser.add_argument("--repeats", type=int, help="repeats per measurement (5; quick: 1)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--phase-mb", type=int,
+                        help="MB of values per throughput phase (64; quick: 8)")  # fmt: skip
+    parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
+    parser.add_argument("--kafka-heap", default="1g")
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    if args.list:
+        for s in SCENARIOS:
+            extra = "" if s.in_quick else " (not in --quick unless named)"
+            once = "" if s.repeated else " (measured once)"
+            print(f"{s.name:<14} {s.summary}{once}{extra}")
+        return 0
+    names = [n for item in args.only for n in item.split(",") if n]
+    unknown = set(names) - {s.name for s in SCENARIOS}
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; see --list")
+    chosen = [
+        s for s in SCENARIOS if s.name in names or (not names and (s.in_quick or not args.quick))
+    ]
+    if shutil.which("java") is None:
+        parser.error(
+            "java is needed (Apache Kafka, ZooKeeper): apt-get install default-jre-headless"
+        )
+    # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    plan = sc.Plan.make(args.quick, args.repeats, args.phase_mb)
+    meta = machine()
+    systems = [args.system] if args.system else list(SYSTEMS)
+    print(f"bench: {', '.join(s.name for s in chosen)}; {plan.repeats} repeat(s); "
+          f"{'quick' if plan.quick else 'full'} mode; load average {meta['load_at_start']}",
+          flush=True)  # fmt: skip
+    results = report.Results()
+    began = time.monotonic()
+    folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+    try:
+        for kind, group in deployments(chosen, plan.quick):
+            for system in systems:
+                run_kind(kind, group, system, plan, results, args.kafka_heap)
+                write(results, folder, meta, plan, began, final=False)
+    finally:
+        # Also when interrupted: what was measured so far is kept.
+        write(results, folder, meta, plan, began, final=True)
     return 0
 
 

@@ -18,8 +18,9 @@ from typing import Any
 from cluster import Cluster, ClusterBroker, summarize
 from disks import Tmpfs
 from netns import Network, Node
+from odradek.broker.testing.zookeeper import Placement, ZkEnsemble, ZkServer
 from shim import Control, build
-from zookeeper import Placement, ZkEnsemble, ZkServer, zookeeper_libs
+from zookeeper import zookeeper_libs
 
 log = logging.getLogger("chaos")
 

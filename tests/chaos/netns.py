@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_process import die_with_parent
+from odradek.broker.testing.processes import die_with_parent
 
 NETNS_DIR = Path("/run/netns")
 PREFIX = "odc"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from confluent_kafka.admin import AdminClient
+from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

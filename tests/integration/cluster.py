@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from broker_process import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
-from zookeeper import ZkEnsemble
+from odradek.broker.testing.processes import OdradekProcess
+from odradek.broker.testing.zookeeper import ZkEnsemble
 
 CONVERGE_TIMEOUT = float(os.environ.get("ODRADEK_CLUSTER_TIMEOUT", "60"))
 # Short enough that a dead broker's session ends quickly, long enough for a loaded CI machine.
@@ -50,7 +50,7 @@ def run(coro: Any, timeout: float = 30.0) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-class ClusterBroker(BrokerProcess):
+class ClusterBroker(OdradekProcess):
     """One broker process of a cluster, restartable on the same id, port and directories."""
 
     def __init__(
@@ -61,7 +61,7 @@ class ClusterBroker(BrokerProcess):
         overrides: dict[str, str],
         **process: Any,
     ) -> None:
-        """`process`: BrokerProcess options (host, port, wrapper, env, pdeathsig) and
+        """`process`: OdradekProcess options (host, port, wrapper, env, pdeathsig) and
         data_dir."""
         data_dir = process.pop("data_dir", base / f"broker{broker_id}" / "data")
         super().__init__(
@@ -105,7 +105,7 @@ class Cluster:
         overrides: dict[str, str] | None = None,
         broker_options: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
-        """`broker_options(broker_id)`: BrokerProcess options of each broker (host, port,
+        """`broker_options(broker_id)`: OdradekProcess options of each broker (host, port,
         wrapper, env, pdeathsig, data_dir), e.g. to run it in a network namespace."""
         self.ensemble = ensemble
         self.chroot = f"/odradek-{uuid.uuid4().hex[:10]}"

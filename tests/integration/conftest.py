@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import LOG_TAIL_LINES, BrokerProcess
+from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
@@ -40,7 +40,7 @@ SINGLE_NODE_OVERRIDES = {
 _live_brokers: list[OdradekBroker] = []
 
 
-class OdradekBroker(BrokerProcess):
+class OdradekBroker(OdradekProcess):
     """A one-broker cluster on the embedded metadata store (what `make run` starts)."""
 
     def __init__(

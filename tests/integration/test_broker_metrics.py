@@ -7,9 +7,9 @@ import time
 import urllib.request
 import uuid
 
-from broker_process import free_port
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from odradek.broker.testing.processes import free_port
 
 
 def scrape(port: int) -> str:

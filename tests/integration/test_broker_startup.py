@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from odradek.broker.testing.processes import free_port
 
 CLI = [sys.executable, "-m", "odradek.broker.cli", "broker"]
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -195,9 +195,9 @@ def test_repeated_sigterm_does_not_cut_the_shutdown_short(tmp_path: Path) -> Non
     import signal
     import time
 
-    from broker_process import BrokerProcess
+    from odradek.broker.testing.processes import OdradekProcess
 
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "logs", {"broker.id": "0"}).start()
+    broker = OdradekProcess(tmp_path / "data", tmp_path / "logs", {"broker.id": "0"}).start()
     proc = broker.proc
     assert proc is not None
     proc.send_signal(signal.SIGTERM)

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from client_samples import kafka_python_round_trip
 from cluster import Cluster
 from confluent_kafka.admin import (
@@ -35,9 +34,10 @@ from odradek.broker.security.acl import (
     AclPermissionType,
     AclResourceType,
 )
+from odradek.broker.testing.processes import free_port
+from odradek.broker.testing.zookeeper import ZkEnsemble
 from polling import wait_until
 from raw_wire import call
-from zookeeper import ZkEnsemble
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 MECHANISM = "SCRAM-SHA-512"

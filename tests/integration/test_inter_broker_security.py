@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from certs import CertificateAuthority
 from cluster import Cluster
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -19,7 +18,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from zookeeper import ZkEnsemble
+from odradek.broker.testing.processes import free_port
+from odradek.broker.testing.zookeeper import ZkEnsemble
 
 BROKER_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import free_port
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import OdradekBroker, _live_brokers, run_kafka_tool
 from odradek.broker.records.record import decode_all
+from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 TIMEOUT = 90.0

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.broker.client.admin import AdminClient as OdradekAdmin
 from odradek.broker.protocol.errors import ErrorCode
-from zookeeper import ZkEnsemble
+from odradek.broker.testing.zookeeper import ZkEnsemble
 
 # _IOR('X', 125, __u32) and its "do not flush the journal" flag
 EXT4_IOC_SHUTDOWN = (2 << 30) | (4 << 16) | (ord("X") << 8) | 125

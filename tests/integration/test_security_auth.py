@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from broker_process import free_port
 from certs import CertificateAuthority
 from client_samples import kafka_python_round_trip
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -30,6 +29,7 @@ from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
 from odradek.broker import client as ours
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.testing.processes import free_port
 from raw_wire import call, frame, recv_frame
 
 PLAIN_JAAS = (

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 from authz_clients import consume, produce_errors
-from broker_process import free_port
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -25,6 +24,7 @@ from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
+from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import free_port
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from odradek.broker.testing.processes import free_port
 from odradek.pipelines import offline_load
 from odradek.pipelines.offline_load import LoadError, Options, load
 from spark_support import ROOT, spark_conf, spark_session, spark_submit

@@ -18,7 +18,7 @@ from cluster import Cluster, ClusterBroker, run
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
-from zookeeper import ZkEnsemble
+from odradek.broker.testing.zookeeper import ZkEnsemble
 
 PARTITIONS = 3
 RECORDS_PER_TXN = 6

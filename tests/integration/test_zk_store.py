@@ -21,9 +21,9 @@ from odradek.broker.cluster.metadata_store import (
 )
 from odradek.broker.cluster.zk_store import ConnectionTimeoutError, ZkStore, parse_connect
 from odradek.broker.config import load_config
+from odradek.broker.testing.zookeeper import ZkEnsemble, ZkServer, four_letter_word, free_ports
 from polling import wait_until
 from watch_recorder import Recorder
-from zookeeper import ZkEnsemble, ZkServer, four_letter_word, free_ports
 
 SESSION_MS = 6000
 WAIT = 60.0  # generous bound for waits on the ensemble; never a performance check

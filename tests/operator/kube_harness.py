@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import free_port
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from odradek.broker.client import AdminClient
+from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kube_harness import ANNOTATION, Broker, ControlPlane, Operator, event_reasons, wait_until
-from zookeeper import ZkEnsemble, zookeeper_libs
+from odradek.broker.testing.zookeeper import ZkEnsemble
+from zookeeper import zookeeper_libs
 
 CLUSTER = "scaled"
 TOPIC = "spread"

@@ -1,0 +1,170 @@
+"""Results of a bench run: rows of repeated measurements per system, their median, min and max,
+the Markdown table, the JSON file and the PNG chart."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import textwrap
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from systems import SYSTEMS
+
+
+@dataclass
+class Row:
+    """One line of the table: a quantity measured `repeats` times on each system."""
+
+    scenario: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    values: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def summary(self, system: str) -> tuple[float, float, float] | None:
+        vals = self.values.get(system)
+        if not vals:
+            return None
+        return statistics.median(vals), min(vals), max(vals)
+
+    def ratio(self) -> float | None:
+        """Odradek's median over Kafka's."""
+        k, o = self.summary("Kafka"), self.summary("Odradek")
+        if k is None or o is None or k[0] == 0:
+            return None
+        return o[0] / k[0]
+
+    def odradek_behind(self) -> bool:
+        r = self.ratio()
+        if r is None:
+            return False
+        return r < 1 if self.higher_is_better else r > 1
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], Row] = {}
+
+    def row(self, scenario: str, label: str, unit: str, higher: bool, note: str = "") -> Row:
+        key = (scenario, label)
+        if key not in self.rows:
+            self.rows[key] = Row(scenario, label, unit, higher, note=note)
+        return self.rows[key]
+
+    def add(
+        self, scenario: str, label: str, unit: str, higher: bool, system: str, value: float
+    ) -> None:
+        self.row(scenario, label, unit, higher).values.setdefault(system, []).append(value)
+
+    def error(
+        self, scenario: str, label: str, unit: str, higher: bool, system: str, message: str
+    ) -> None:
+        row = self.row(scenario, label, unit, higher)
+        row.errors.setdefault(system, " ".join(message.split())[:300])
+
+    def to_json(self) -> list[dict]:
+        out = []
+        for row in self.rows.values():
+            item = asdict(row)
+            for system in SYSTEMS:
+                s = row.summary(system)
+                item[system] = (
+                    None if s is None else dict(zip(("median", "min", "max"), s, strict=True))
+                )
+            item["ratio"] = row.ratio()
+            out.append(item)
+        return out
+
+
+def fmt(value: float) -> str:
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def cell(row: Row, system: str) -> str:
+    s = row.summary(system)
+    if s is None:
+        return "error" if system in row.errors else "–"
+    median, low, high = s
+    if len(row.values[system]) == 1:
+        return fmt(median)
+    return f"{fmt(median)} ({fmt(low)}–{fmt(high)})"
+
+
+def table(results: Results) -> str:
+    lines = [
+        "| scenario | measurement | unit | Kafka | Odradek | Odradek/Kafka |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for row in results.rows.values():
+        r = row.ratio()
+        ratio = "–" if r is None else f"{r:.2f}"
+        if r is not None and row.odradek_behind():
+            ratio = f"**{ratio}**"
+        better = "↑" if row.higher_is_better else "↓"
+        lines.append(
+            f"| {row.scenario} | {row.label} | {row.unit} {better} | {cell(row, 'Kafka')} "
+            f"| {cell(row, 'Odradek')} | {ratio} |"
+        )
+    notes = []
+    for row in results.rows.values():
+        for system, message in row.errors.items():
+            notes.append(f"- {system}, {row.scenario} / {row.label}: {message}")
+        if row.note:
+            notes.append(f"- {row.scenario} / {row.label}: {row.note}")
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: Results, path: Path, title: str) -> bool:
+    """A horizontal bar per row: Odradek's median over Kafka's, on a log scale, green where
+    Odradek is ahead and red where it is behind. False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = [r for r in results.rows.values() if r.ratio()]
+    if not rows:
+        return False
+    labels = [textwrap.shorten(f"{r.scenario}: {r.label}", 70, placeholder="…") for r in rows]
+    ratios = [r.ratio() or 1.0 for r in rows]
+    colors = ["#c0392b" if r.odradek_behind() else "#27ae60" for r in rows]
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 1.5))
+    y = list(range(len(rows)))[::-1]
+    ax.barh(y, ratios, color=colors, left=0)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_xlabel("Odradek / Kafka (median; red: Odradek behind, green: ahead or equal)")
+    ax.set_title(title, fontsize=9)
+    for yi, ratio in zip(y, ratios, strict=True):
+        ax.text(ratio, yi, f" {ratio:.2f}", va="center", fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write(results: Results, folder: Path, meta: dict, header: str) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    md = folder / "results.md"
+    md.write_text(header + "\n" + table(results))
+    js = folder / "results.json"
+    js.write_text(json.dumps({"meta": meta, "rows": results.to_json()}, indent=2) + "\n")
+    written = [md, js]
+    png = folder / "results.png"
+    if chart(results, png, f"Odradek vs Apache Kafka 3.9 — {meta['date']}"):
+        written.append(png)
+    return written

@@ -1,0 +1,643 @@
+"""The scenarios of bench/run.py. Each runs on a deployment (systems.py) started for it or shared
+with scenarios of the same kind, once per repeat, and adds its measurements to the results.
+
+Client work happens in bench/loadgen.py processes; the functions here orchestrate them, time
+what the clients cannot (start-up, recovery) and account the brokers' CPU time and memory.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from report import Results
+from systems import Deployment
+
+HERE = Path(__file__).resolve().parent
+LOADGEN = HERE / "loadgen.py"
+KiB = 1024
+SIZES = (100, KiB, 10 * KiB)
+
+
+def size_label(size: int) -> str:
+    return f"{size} B" if size < KiB else f"{size // KiB} KiB"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big a run is: `--quick` shrinks everything to a smoke test."""
+
+    quick: bool
+    repeats: int
+    phase_bytes: int  # values per throughput phase (records = phase_bytes / size)
+    max_records: int
+    duration: float  # time bound of one phase (s)
+    partitions: int  # of the single-broker topics
+    many_partitions: int
+    recovery_mb: int
+    recovery_segment_bytes: int
+    latency_seconds: float
+    compaction_mb: int
+    offline_records: int
+    structural_repeats: int  # restarts (start-up and recovery) are slow: fewer of them
+
+    @classmethod
+    def make(cls, quick: bool, repeats: int | None, phase_mb: int | None = None) -> Plan:
+        if quick:
+            plan = cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100,
+                       32, 1 << 20, 3.0, 16, 50_000, 1)  # fmt: skip
+        else:
+            reps = repeats or 5
+            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000,
+                       256, 1 << 20, 10.0, 256, 300_000, min(reps, 3))  # fmt: skip
+        if phase_mb:
+            mb = phase_mb * 1_000_000
+            plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
+        return plan
+
+    def records(self, size: int) -> int:
+        return max(1000, min(self.max_records, self.phase_bytes // size))
+
+
+@dataclass
+class Ctx:
+    """What a scenario needs: the deployment, the plan, the results and the progress output."""
+
+    deployment: Deployment
+    plan: Plan
+    results: Results
+    scenario: str = ""
+    repeat: int = 0
+    repeats: int = 1  # of the current scenario (1 for those measured once)
+    cpu: float = 0.0  # broker CPU seconds of the measured phases
+    moved: int = 0  # records produced or consumed in those phases
+    peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
+    shared: dict = field(default_factory=dict)  # topics one scenario leaves for another
+
+    @property
+    def system(self) -> str:
+        return self.deployment.system
+
+    def loadgen(self, phase: str, **options: object) -> dict:
+        out = subprocess.run(
+            self.loadgen_command(phase, **options),
+            capture_output=True,
+            text=True,
+            timeout=3 * self.plan.duration + 180,
+        )
+        if out.returncode != 0 or not out.stdout.strip():
+            raise RuntimeError(f"loadgen {phase} failed ({out.returncode}): {out.stderr[-1500:]}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        if result.get("error") and not result.get("records") and phase != "create":
+            raise RuntimeError(f"loadgen {phase}: {result['error']}")
+        return result
+
+    def loadgen_command(self, phase: str, **options: object) -> list[str]:
+        options.setdefault("duration", self.plan.duration)
+        cmd = [sys.executable, str(LOADGEN), phase, "--bootstrap", self.deployment.bootstrap]
+        for key, value in options.items():
+            flag = f"--{key.replace('_', '-')}"
+            if value is True:
+                cmd.append(flag)
+            elif isinstance(value, list):
+                for item in value:
+                    cmd += [flag, str(item)]
+            elif value is not False and value is not None:
+                cmd += [flag, str(value)]
+        return cmd
+
+    def create(self, prefix: str, partitions: int, replication: int = 1, **config: str) -> str:
+        return self.create_many([prefix], partitions, replication, **config)[0]
+
+    def create_many(
+        self, prefixes: list[str], partitions: int, replication: int = 1, **config: str
+    ) -> list[str]:
+        """Fresh topics named after `prefixes`, created in one request; every partition led."""
+        result = self.loadgen(
+            "create",
+            topic=prefixes,
+            partitions=partitions,
+            replication=replication,
+            config=[f"{k.replace('_', '.')}={v}" for k, v in config.items()],
+            duration=max(self.plan.duration, 120),
+        )
+        if not result.get("topics"):
+            raise RuntimeError(result.get("error") or "topic creation failed")
+        return result["topics"]
+
+    def record(self, label: str, unit: str, higher: bool, value: float, shown: str = "") -> None:
+        self.results.add(self.scenario, label, unit, higher, self.system, value)
+        n = f"{self.repeat + 1}/{self.repeats}"
+        print(
+            f"  [{time.strftime('%H:%M:%S')}] {self.scenario} · {self.system} · {label} #{n}: "
+            f"{shown or f'{value:,.2f} {unit}'}",
+            flush=True,
+        )
+
+    def fail(self, label: str, unit: str, higher: bool, exc: BaseException) -> None:
+        self.results.error(self.scenario, label, unit, higher, self.system, str(exc))
+        print(f"  {self.scenario} · {self.system} · {label}: FAILED {exc}"[:600], flush=True)
+
+    def note_peak(self) -> None:
+        """Remember the brokers' peak RSS (before a restart resets it)."""
+        peaks = [u.peak_rss_bytes for u in self.deployment.usage()]
+        self.peak_rss = max([self.peak_rss, *peaks])
+
+    def throughput(self, label: str, run: Callable[[], dict], size: int) -> dict | None:
+        """Run one client phase, record records/s, account the brokers' CPU time."""
+        try:
+            cpu = self.deployment.cpu_seconds()
+            result = run()
+            self.cpu += self.deployment.cpu_seconds() - cpu
+            self.moved += result["records"]
+            rate = result["records"] / result["seconds"] if result.get("seconds") else 0.0
+            if result["records"] == 0:
+                raise RuntimeError(result.get("error") or "no record moved")
+            self.record(label, "rec/s", True, rate,
+                        f"{rate:,.0f} rec/s, {rate * size / 1e6:.1f} MB/s "
+                        f"({result['records']:,} in {result['seconds']:.1f} s)")  # fmt: skip
+            return result
+        except Exception as exc:  # noqa: BLE001 - a failed phase is a result too
+            self.fail(label, "rec/s", True, exc)
+            return None
+
+    def resources(self) -> None:
+        """Peak RSS of the largest broker and CPU seconds per million records moved in the
+        measured phases, per broker (rows of this scenario)."""
+        usage = self.deployment.usage()
+        self.note_peak()
+        peak = self.peak_rss / (1 << 20)
+        self.results.add(self.scenario, "broker peak RSS", "MiB", False, self.system, peak)
+        if self.moved:
+            per_m = self.cpu / len(usage) / self.moved * 1e6
+            self.results.add(
+                self.scenario, "broker CPU per million records", "CPU s", False, self.system, per_m
+            )
+        print(f"  {self.scenario} · {self.system} · peak RSS {peak:.0f} MiB, "
+              f"{self.cpu:.1f} CPU s for {self.moved:,} records", flush=True)  # fmt: skip
+
+
+def warm_up(ctx: Ctx) -> None:
+    """JIT, page cache, connections: produce and consume a little, not reported. With three
+    brokers the warm-up replicates (RF=3, acks=all), so the replication path is warm too."""
+    n = 5_000 if ctx.plan.quick else 30_000
+    brokers = len(ctx.deployment.brokers)
+    try:
+        topic = ctx.create("warm", brokers, brokers)
+        ctx.loadgen("produce", topic=topic, records=n * brokers, size=KiB, acks="all")
+        ctx.loadgen("consume", topic=topic, records=n * brokers, partitions=brokers)
+    except Exception as exc:  # noqa: BLE001 - the measurements will say more
+        print(f"  warm-up failed: {exc}", flush=True)
+
+
+# -- one broker ------------------------------------------------------------------------------
+
+
+def produce(ctx: Ctx) -> None:
+    """acks=1 at three record sizes, acks=all and idempotent at 1 KiB."""
+    p = ctx.plan
+    cases = [(f"acks=1, {size_label(s)}", s, {"acks": "1"}) for s in SIZES]
+    cases += [
+        ("acks=all, 1 KiB", KiB, {"acks": "all"}),
+        ("idempotent (acks=all), 1 KiB", KiB, {"acks": "all", "idempotent": True}),
+    ]
+    topics = ctx.create_many([f"produce-{i}" for i in range(len(cases))], p.partitions)
+    for topic, (label, size, options) in zip(topics, cases, strict=True):
+        n = p.records(size)
+        result = ctx.throughput(
+            f"produce {label}",
+            lambda t=topic, n=n, s=size, o=options: ctx.loadgen(
+                "produce", topic=t, records=n, size=s, **o
+            ),
+            size,
+        )
+        if result and options == {"acks": "1"}:
+            ctx.shared[("filled", size)] = (topic, result["records"])
+
+
+def consume(ctx: Ctx) -> None:
+    """Read a topic of one size from the start (the produce scenario's when it ran)."""
+    p = ctx.plan
+    for size in SIZES:
+        label = f"consume from the start, {size_label(size)}"
+        try:
+            topic, n = ctx.shared.pop(("filled", size), (None, 0))
+            if topic is None:
+                topic = ctx.create(f"consume-{size}", p.partitions)
+                filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
+                n = filled["records"]
+        except Exception as exc:  # noqa: BLE001
+            ctx.fail(label, "rec/s", True, exc)
+            continue
+        ctx.throughput(
+            label,
+            lambda t=topic, n=n: ctx.loadgen(
+                "consume", topic=t, records=n, partitions=p.partitions
+            ),
+            size,
+        )
+
+
+def compression(ctx: Ctx) -> None:
+    """Compressible 1 KiB values (text), compressed by the producer with lz4 and zstd."""
+    codecs = ("lz4", "zstd")
+    topics = ctx.create_many([f"compressed-{c}" for c in codecs], ctx.plan.partitions)
+    for topic, codec in zip(topics, codecs, strict=True):
+        n = ctx.plan.records(KiB)
+        ctx.throughput(
+            f"produce {codec}, 1 KiB text, acks=1",
+            lambda t=topic, c=codec, n=n: ctx.loadgen(
+                "produce", topic=t, records=n, size=KiB, compression=c, payload="text"
+            ),
+            KiB,
+        )
+
+
+TXN_RECORDS = 100
+
+
+def transactions(ctx: Ctx) -> None:
+    """A transactional producer committing 100 records per transaction, one after the other."""
+    topic = ctx.create("txn", ctx.plan.partitions)
+    n = min(ctx.plan.records(KiB), 20_000 if not ctx.plan.quick else 5_000)
+    ctx.throughput(
+        f"transactional produce ({TXN_RECORDS}/txn), 1 KiB",
+        lambda: ctx.loadgen(
+            "txn-produce", topic=topic, records=n, size=KiB, txn_records=TXN_RECORDS
+        ),  # fmt: skip
+        KiB,
+    )
+
+
+# -- three brokers ---------------------------------------------------------------------------
+
+PRODUCERS = 8
+CONSUMERS = 4
+CLUSTER_PARTITIONS = 12
+
+
+def spawn(ctx: Ctx, phase: str, count: int, **options: object) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(ctx.loadgen_command(phase, **options), stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+
+
+def start_together(
+    ctx: Ctx, work: Path, count: int, timeout: float, **options: object
+) -> list[dict]:
+    """`count` producers that connect first and start sending together; their results."""
+    go = work / "go-producers"
+    procs = spawn(ctx, "produce", count, go_file=go, **options)
+    deadline = time.monotonic() + 120
+    while len(list(work.glob("go-producers.ready-*"))) < count and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.05)
+    go.write_text("go")
+    return collect(procs, timeout)
+
+
+def wait_assigned(work: Path, procs: list[subprocess.Popen[str]], partitions: int) -> None:
+    """Until every member holds partitions, all of them are held, and that has not changed for
+    three seconds (a member that joins late triggers another rebalance)."""
+    deadline = time.monotonic() + 120
+    stable_since, last = time.monotonic(), None
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a group member exited")
+        held = sorted(int(f.read_text() or 0) for f in work.glob("assigned-*"))
+        if held != last:
+            stable_since, last = time.monotonic(), held
+        elif len(held) == len(procs) and all(held) and sum(held) == partitions:
+            if time.monotonic() - stable_since >= 3:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"the group did not settle: partitions held {last}")
+
+
+def collect(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict]:
+    out = []
+    for proc in procs:
+        stdout, _ = proc.communicate(timeout=timeout)
+        lines = stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"a client exited with {proc.returncode}")
+        out.append(json.loads(lines[-1]))
+    return out
+
+
+def run_group(
+    ctx: Ctx, topic: str, work: Path, latency: bool, wait: float
+) -> tuple[float, Callable[[int], list[dict]]]:
+    """Start a consumer group of CONSUMERS members, wait until it has settled and let it go.
+    Returns the wall clock of the go and a function that waits for a total of records,
+    stops the members and collects their results."""
+    procs = spawn(ctx, "group-consume", CONSUMERS, topic=topic, group=f"g-{work.name}",
+                  work_dir=work, latency=latency, duration=wait + 240)  # fmt: skip
+    try:
+        wait_assigned(work, procs, CLUSTER_PARTITIONS)
+    except BaseException:
+        (work / "go").write_text("go")
+        (work / "stop").write_text("stop")
+        collect(procs, 60)
+        raise
+    went = time.time()
+    (work / "go").write_text("go")
+
+    def finish(total: int) -> list[dict]:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            counts = [int(p.read_text() or 0) for p in work.glob("count-*")]
+            if sum(counts) >= total or all(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.1)
+        (work / "stop").write_text("stop")
+        return collect(procs, 60)
+
+    return went, finish
+
+
+def cluster(ctx: Ctx) -> None:
+    """Eight producers (acks=all) into a topic of RF=3, min.insync.replicas=2; a consumer group
+    of four reads it; then end-to-end latency at half the measured maximum rate."""
+    p = ctx.plan
+    size = KiB
+    n = p.records(size) // PRODUCERS * PRODUCERS
+    topic = ctx.create("cluster", CLUSTER_PARTITIONS, 3, min_insync_replicas="2")
+    label = f"produce, {PRODUCERS} producers, acks=all, 1 KiB"
+    cpu = ctx.deployment.cpu_seconds()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-producers-") as tmp:
+            got = start_together(ctx, Path(tmp), PRODUCERS, 3 * p.duration + 180, topic=topic,
+                                 records=n // PRODUCERS, size=size, acks="all")  # fmt: skip
+        delivered = sum(r["records"] for r in got)
+        seconds = max(r["end_wall"] for r in got) - min(r["start_wall"] for r in got)
+        rate = delivered / seconds
+        ctx.shared.setdefault("cluster_max", []).append(rate)
+        ctx.moved += delivered
+        ctx.record(label, "rec/s", True, rate,
+                   f"{rate:,.0f} rec/s ({delivered:,} in {seconds:.1f} s)")  # fmt: skip
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "rec/s", True, exc)
+        return
+    label = f"consume, group of {CONSUMERS}, from the start"
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
+            went, finish = run_group(ctx, topic, Path(tmp), False, p.duration * 3 + 60)
+            got = finish(delivered)
+        received = sum(r["records"] for r in got)
+        if received < delivered:
+            raise RuntimeError(f"the group read {received} of {delivered} records")
+        seconds = max(r["last_wall"] for r in got) - went
+        rate = received / seconds
+        ctx.moved += received
+        ctx.record(label, "rec/s", True, rate,
+                   f"{rate:,.0f} rec/s ({received:,} in {seconds:.1f} s)")  # fmt: skip
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "rec/s", True, exc)
+    ctx.cpu += ctx.deployment.cpu_seconds() - cpu
+    latency(ctx, size)
+
+
+def latency(ctx: Ctx, size: int) -> None:
+    p = ctx.plan
+    rate = max(ctx.shared.get("cluster_max", [0])) / 2
+    labels = ("end-to-end latency p50", "end-to-end latency p99", "end-to-end latency p99.9")
+    if rate <= 0:
+        return
+    ctx.record("offered rate for the latency rows (half the best produce rate)", "rec/s", True,
+               rate)  # fmt: skip
+    try:
+        topic = ctx.create("latency", CLUSTER_PARTITIONS, 3, min_insync_replicas="2")
+        with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
+            work = Path(tmp)
+            _, finish = run_group(ctx, topic, work, True, p.latency_seconds + 60)
+            per = int(rate / PRODUCERS * p.latency_seconds)
+            got = start_together(ctx, work, PRODUCERS, p.latency_seconds * 3 + 120, topic=topic,
+                                 records=per, size=size, acks="all", rate=rate / PRODUCERS,
+                                 stamp=True, duration=p.latency_seconds * 3)  # fmt: skip
+            sent = sum(r["records"] for r in got)
+            finish(sent)
+            pairs = array("d")
+            for f in work.glob("latency-*"):
+                pairs.frombytes(f.read_bytes())
+        if len(pairs) // 2 < sent * 0.99:
+            raise RuntimeError(f"only {len(pairs) // 2} of {sent} records arrived")
+        # The first fifth of the sending time warms up (connections to every leader).
+        first = min(pairs[0::2])
+        skip = first + p.latency_seconds / 5
+        ms = sorted(a * 1000 for t, a in zip(pairs[0::2], pairs[1::2], strict=True) if t >= skip)
+        for label, q in zip(labels, (0.5, 0.99, 0.999), strict=True):
+            ctx.record(label, "ms", False, ms[min(int(q * len(ms)), len(ms) - 1)])
+    except Exception as exc:  # noqa: BLE001
+        for label in labels:
+            ctx.fail(label, "ms", False, exc)
+
+
+# -- 1,000 partitions ------------------------------------------------------------------------
+
+
+def partitions(ctx: Ctx) -> None:
+    """A topic of 1,000 partitions: produce, consume, Metadata and ListOffsets round trips."""
+    p = ctx.plan
+    many = p.many_partitions
+    topic = ctx.shared.get("many")
+    if topic is None:
+        began = time.monotonic()
+        topic = ctx.create("many", many)
+        # Leaders in Metadata are not enough: wait until every partition answers ListOffsets.
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                ctx.loadgen("list-offsets", topic=topic, partitions=many, requests=0)
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+        ctx.shared["many"] = topic
+        ctx.record(f"create a topic of {many:,} partitions, until all answer ListOffsets", "s",
+                   False, time.monotonic() - began)  # fmt: skip
+    n = p.records(KiB)
+    filled = ctx.throughput(
+        f"produce acks=1, 1 KiB, {many:,} partitions",
+        lambda: ctx.loadgen("produce", topic=topic, records=n, size=KiB, acks="1"),
+        KiB,
+    )
+    if filled:
+        ctx.throughput(
+            f"consume from the start, {many:,} partitions",
+            lambda: ctx.loadgen(
+                "consume", topic=topic, records=filled["records"], partitions=many
+            ),  # fmt: skip
+            KiB,
+        )
+    for phase, what in (("metadata", "Metadata"), ("list-offsets", "ListOffsets (latest)")):
+        label = f"{what} of {many:,} partitions, round trip"
+        try:
+            result = ctx.loadgen(phase, topic=topic, partitions=many, requests=20)
+            if result.get("error"):
+                raise RuntimeError(result["error"])
+            ctx.record(label, "ms", False, statistics.median(result["ms"]))
+        except Exception as exc:  # noqa: BLE001
+            ctx.fail(label, "ms", False, exc)
+
+
+def leaders_ready(bootstrap: str, topic: str, count: int) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    try:
+        meta = admin.list_topics(topic, timeout=2).topics.get(topic)
+    except Exception:  # noqa: BLE001 - not serving yet
+        return False
+    return (
+        meta is not None
+        and meta.error is None
+        and len(meta.partitions) == count
+        and all(p.leader >= 0 and not p.error for p in meta.partitions.values())
+    )
+
+
+def back_in_service(
+    ctx: Ctx, kill: bool, ready: Callable[[str], bool], limit: float = 600
+) -> float:
+    """Stop (SIGTERM) or kill -9 the broker, start it again and poll `ready(bootstrap)`; the
+    seconds from the launch until it holds."""
+    broker = ctx.deployment.brokers[0]
+    ctx.note_peak()
+    if kill:
+        broker.kill()
+    else:
+        broker.stop(120)
+    broker.launch()
+    broker.wait_serving(limit)
+    deadline = broker.launched_at + limit
+    while not ready(broker.bootstrap):
+        if time.monotonic() > deadline or not broker.running:
+            raise RuntimeError(f"not ready {limit} s after the start\n{broker.log_tail(20)}")
+        time.sleep(0.1)
+    return time.monotonic() - broker.launched_at
+
+
+def startup(ctx: Ctx) -> None:
+    """Stop the broker holding the 1,000-partition topic (SIGTERM) and start it again: seconds
+    from the launch until Metadata shows a leader for every partition."""
+    topic = ctx.shared.get("many")
+    label = f"broker start-up with {ctx.plan.many_partitions:,} partitions"
+    if topic is None or ctx.repeat >= ctx.plan.structural_repeats:
+        return
+    try:
+        seconds = back_in_service(
+            ctx, False, lambda b: leaders_ready(b, topic, ctx.plan.many_partitions)
+        )
+        ctx.record(label, "s", False, seconds)
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "s", False, exc)
+
+
+# -- crash recovery --------------------------------------------------------------------------
+
+
+def end_offset(bootstrap: str, topic: str) -> int | None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-recovery",
+                         "socket.timeout.ms": 2000, "log_level": 0})  # fmt: skip
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=2)[1]
+    except Exception:  # noqa: BLE001 - not serving yet
+        return None
+    finally:
+        consumer.close()
+
+
+def recovery(ctx: Ctx) -> None:
+    """A log of `recovery_mb` MB in 1 MiB segments; kill -9 the broker and time its way back
+    to answering ListOffsets with the same end offset."""
+    p = ctx.plan
+    segments = p.recovery_mb * 1_000_000 // p.recovery_segment_bytes
+    label = f"serving again after kill -9, {p.recovery_mb} MB log in ~{segments} segments"
+    if ctx.repeat >= p.structural_repeats:
+        return
+    try:
+        if "recovery" not in ctx.shared:
+            topic = ctx.create("recovery", 1, segment_bytes=str(p.recovery_segment_bytes))
+            size = 10 * KiB
+            n = p.recovery_mb * 1_000_000 // size
+            filled = ctx.loadgen("produce", topic=topic, records=n, size=size, acks="1",
+                                 duration=600)  # fmt: skip
+            ctx.shared["recovery"] = (topic, filled["records"])
+        topic, n = ctx.shared["recovery"]
+        seconds = back_in_service(ctx, True, lambda b: end_offset(b, topic) == n)
+        ctx.record(label, "s", False, seconds)
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "s", False, exc)
+
+
+# -- log compaction and the offline load (one measurement each) ------------------------------
+
+
+def compaction(ctx: Ctx) -> None:
+    """bench/compaction.py on this broker: the cleaner's rate, produce latency meanwhile."""
+    import compaction as job
+
+    mb = ctx.plan.compaction_mb
+    rows = [
+        (
+            f"cleaner throughput, {mb} MB in {job.segment_bytes(mb) >> 20} MiB segments, 10% distinct keys",
+            "MB/s",
+            True,
+            ("clean_mb_per_s",),
+        ),
+        ("produce p99 before cleaning, 200 rec/s", "ms", False, ("probe", "before", "p99")),
+        ("produce p99 while cleaning, 200 rec/s", "ms", False, ("probe", "during", "p99")),
+    ]
+    broker = ctx.deployment.brokers[0]
+    try:
+        result = job.measure(
+            ctx.deployment.bootstrap,
+            broker.log_text,
+            job.options(mb, 60 if ctx.plan.quick else 400),
+        )
+    except Exception as exc:  # noqa: BLE001
+        for label, unit, higher, _ in rows:
+            ctx.fail(label, unit, higher, exc)
+        return
+    for label, unit, higher, path in rows:
+        value: object = result
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int | float):
+            ctx.record(label, unit, higher, float(value))
+        else:
+            ctx.fail(label, unit, higher, RuntimeError(f"no {'.'.join(path)} in {result}"))
+
+
+def offline_load(ctx: Ctx) -> None:
+    """pipelines/offline_load.py (spark-submit, local[*]) loading a 4-partition topic of
+    200-byte records into Parquet; the job's own rate."""
+    import offline_load as job
+
+    n = ctx.plan.offline_records
+    label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
+    try:
+        topic = ctx.create("offline", 4)
+        filled = ctx.loadgen("produce", topic=topic, records=n, size=200, duration=600)
+        if filled["records"] < n:
+            raise RuntimeError(f"filled only {filled['records']} of {n} records")
+        with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
+            row = job.run_job(ctx.deployment.bootstrap, topic, Path(tmp), job.connector_jars())
+        ctx.record(label, "rec/s", True, row["records_per_s"],
+                   f"{row['records_per_s']:,.0f} rec/s ({row['wall_seconds']:.0f} s with "
+                   "spark-submit)")  # fmt: skip
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "rec/s", True, exc)

@@ -1,0 +1,149 @@
+"""The systems under test, as deployments the scenarios run against: one broker or three, of
+Odradek or of Apache Kafka 3.9, on 127.0.0.1 in a temporary directory.
+
+Processes are started, waited for, stopped and killed by odradek.broker.testing (the module the
+integration tests use too). Kafka's jars come from scripts/install-kafka.sh and ZooKeeper's from
+scripts/install-zookeeper.sh (Maven Central, cached after the first run).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.broker.testing.processes import (
+    KafkaProcess,
+    OdradekProcess,
+    ServerProcess,
+    Usage,
+    free_port,
+)
+from odradek.broker.testing.zookeeper import ZkEnsemble
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 180.0  # a loaded two-core machine starting a JVM, or 1,000 partitions
+
+# Same settings on both sides where the defaults differ or where one broker needs them.
+ODRADEK_SINGLE = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+CLUSTER = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
+SYSTEMS = ("Kafka", "Odradek")
+
+
+def install(script: str) -> Path:
+    """Run one of scripts/install-*.sh (a no-op once cached) and return the directory it
+    prints last (the jars)."""
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / script)], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+@dataclass
+class Deployment:
+    """Started servers of one system; `brokers` are the processes that serve clients."""
+
+    system: str
+    brokers: list[ServerProcess]
+    workdir: Path
+    zookeeper: ZkEnsemble | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def usage(self) -> list[Usage]:
+        return [b.usage() for b in self.brokers]
+
+    def cpu_seconds(self) -> float:
+        return sum(u.cpu_seconds for u in self.usage())
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(f"--- {b.name}\n{b.log_tail(lines)}" for b in self.brokers)
+
+    def start(self) -> Deployment:
+        for b in self.brokers:
+            b.launch()
+        for b in self.brokers:
+            b.wait_serving(START_TIMEOUT)
+        return self
+
+    def stop(self) -> None:
+        """Kill every process (nothing is measured after this) and remove the directory."""
+        for b in self.brokers:
+            b.kill()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def deploy(
+    system: str,
+    brokers: int = 1,
+    *,
+    settings: dict[str, str] | None = None,
+    kafka_heap: str = "1g",
+) -> Deployment:
+    """A started deployment: one broker, or three brokers with replication between them (Odradek
+    with one ZooKeeper server, Kafka as three KRaft nodes that are brokers and controllers)."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{system.lower()}-"))
+    extra = dict(settings or {})
+    if system == "Kafka":
+        libs = install("install-kafka.sh")
+        voters = {i: free_port() for i in range(1, brokers + 1)}
+        cluster_id = None
+        nodes: list[ServerProcess] = []
+        for i in voters:
+            node = KafkaProcess(
+                libs,
+                workdir / f"kafka{i}",
+                node_id=i,
+                voters=voters,
+                cluster_id=cluster_id,
+                heap=kafka_heap,
+                settings={**(CLUSTER if brokers > 1 else {}), **extra},
+            )
+            cluster_id = node.cluster_id
+            nodes.append(node)
+        deployment = Deployment(system, nodes, workdir)
+    else:
+        ensemble = None
+        common = dict(ODRADEK_SINGLE)
+        if brokers > 1:
+            ensemble = ZkEnsemble(workdir / "zookeeper", str(install("install-zookeeper.sh")), 1)
+            ensemble.start()
+            common = {**CLUSTER, "zookeeper.connect": ensemble.connect_string("/bench")}
+        nodes = [
+            OdradekProcess(
+                workdir / f"broker{i}" / "data",
+                workdir / f"broker{i}" / "logs",
+                {"broker.id": str(i), **common, **extra},
+                name=f"odradek {i}",
+            )
+            for i in range(1, brokers + 1)
+        ]
+        deployment = Deployment(system, nodes, workdir, ensemble)
+    try:
+        deployment.start()
+        if brokers > 1:
+            time.sleep(2)  # let every broker register before topics are created
+    except BaseException:
+        tails = deployment.log_tail()
+        deployment.stop()
+        raise RuntimeError(f"{system} did not start:\n{tails}") from None
+    return deployment
