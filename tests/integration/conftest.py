@@ -17,13 +17,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess
+from topic_ready import wait_for_topic
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
@@ -171,19 +171,8 @@ def new_topic(bootstrap: str, topic_name: str) -> Callable[..., str]:
             [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30
         )
         futures[name].result(60)
-        deadline = time.monotonic() + 60
-        while True:
-            meta = admin.list_topics(name, timeout=10).topics.get(name)
-            if (
-                meta is not None
-                and meta.error is None
-                and len(meta.partitions) == partitions
-                and all(p.leader >= 0 for p in meta.partitions.values())
-            ):
-                return name
-            if time.monotonic() > deadline:
-                pytest.fail(f"topic {name} has no leaders after 60s: {meta}")
-            time.sleep(0.1)
+        wait_for_topic(admin, name, partitions)
+        return name
 
     return create
 
