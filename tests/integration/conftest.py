@@ -74,6 +74,13 @@ class ExternalBroker:
         return f"(external broker at {self.bootstrap}; its log is not captured)"
 
 
+def retire(broker: OdradekBroker) -> None:
+    """Stop a broker its fixture is done with and leave it out of later failure reports."""
+    broker.stop()
+    if broker in _live_brokers:
+        _live_brokers.remove(broker)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # kafka-python loads its protocol schemas with deprecated importlib.resources calls.
     config.addinivalue_line(
@@ -123,9 +130,7 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., OdradekBroker]]:
 
     yield factory
     for broker in made:
-        broker.stop()
-        if broker in _live_brokers:
-            _live_brokers.remove(broker)
+        retire(broker)
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +144,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdradekBroker |
     try:
         yield proc.start()
     finally:
-        proc.stop()
-        if proc in _live_brokers:
-            _live_brokers.remove(proc)
+        retire(proc)
 
 
 @pytest.fixture
