@@ -35,7 +35,6 @@ from kazoo.protocol.states import EventType as KzEventType
 from kazoo.retry import KazooRetry
 
 from .metadata_store import (
-    BadVersionError,
     CallbackThread,
     CheckOp,
     CreateOp,
@@ -43,7 +42,6 @@ from .metadata_store import (
     EventType,
     MetadataStore,
     MetadataStoreError,
-    NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -59,6 +57,7 @@ from .metadata_store import (
     parent_of,
     validate_path,
 )
+from .zk_kazoo import EVENT_TYPES, SessionExpiredError, op_error_path, stat_of, translate
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +68,6 @@ ATOMIC_DELETE_LIMIT = 1000
 _DELETE_CHUNK = 500
 
 _T = TypeVar("_T")
-
-
-class SessionExpiredError(StoreClosedError):
-    """The ZooKeeper session ended under a call; the store continues with a new session."""
 
 
 class ConnectionTimeoutError(MetadataStoreError):
@@ -89,56 +84,6 @@ def parse_connect(connect: str) -> tuple[str, str | None]:
     chroot = "/" + rest.rstrip("/")
     validate_path(chroot)
     return hosts, chroot
-
-
-def _stat(z: ZnodeStat) -> Stat:
-    return Stat(
-        czxid=z.czxid,
-        mzxid=z.mzxid,
-        pzxid=z.pzxid,
-        ctime=z.ctime,
-        mtime=z.mtime,
-        version=z.version,
-        cversion=z.cversion,
-        aversion=z.aversion,
-        ephemeral_owner=z.ephemeralOwner,
-        data_length=z.dataLength,
-        num_children=z.numChildren,
-    )
-
-
-_ERRORS: list[tuple[type[Exception], type[MetadataStoreError]]] = [
-    (kz.NoNodeError, NoNodeError),
-    (kz.NodeExistsError, NodeExistsError),
-    (kz.BadVersionError, BadVersionError),
-    (kz.NotEmptyError, NotEmptyError),
-    (kz.NoChildrenForEphemeralsError, NoChildrenForEphemeralsError),
-    (kz.SessionExpiredError, SessionExpiredError),
-    (kz.ConnectionClosedError, StoreClosedError),
-]
-
-
-def _translate(exc: Exception, path: str | None) -> MetadataStoreError:
-    for kz_type, ours in _ERRORS:
-        if isinstance(exc, kz_type):
-            return ours(path)
-    return MetadataStoreError(path, f"ZooKeeper error on {path}: {exc!r}")
-
-
-def _op_error_path(op: Op, exc: Exception) -> str:
-    # ZooKeeper reports a missing parent as NONODE on the create itself; name the parent, as the
-    # embedded store does.
-    if isinstance(op, CreateOp) and isinstance(exc, kz.NoNodeError):
-        return parent_of(op.path)
-    return op.path
-
-
-_EVENT_TYPES = {
-    KzEventType.CREATED: EventType.CREATED,
-    KzEventType.DELETED: EventType.DELETED,
-    KzEventType.CHANGED: EventType.CHANGED,
-    KzEventType.CHILD: EventType.CHILD,
-}
 
 
 class _Watch:
@@ -355,7 +300,7 @@ class ZkStore(MetadataStore):
                 if self._session_id != session:
                     raise SessionExpiredError(path) from None
             except kz.KazooException as e:
-                error = _translate(e, path)
+                error = translate(e, path)
                 if self._closed and isinstance(error, StoreClosedError):
                     raise StoreClosedError(path, "metadata store session is closed") from None
                 if lost and on_conflict_after_loss is not None:
@@ -378,7 +323,7 @@ class ZkStore(MetadataStore):
         validate_path(path)
         w = self._watch("data", path, watch)
         data, zstat = self._call(lambda: self._client.get(path, watch=w), path)
-        stat = _stat(zstat)
+        stat = stat_of(zstat)
         if w is not None:
             w.settle(stat)
         return data or b"", stat
@@ -387,7 +332,7 @@ class ZkStore(MetadataStore):
         validate_path(path)
         w = self._watch("data", path, watch)
         zstat = self._call(lambda: self._client.exists(path, watch=w), path)
-        stat = _stat(zstat) if zstat is not None else None
+        stat = stat_of(zstat) if zstat is not None else None
         if w is not None:
             w.settle(stat)
         return stat
@@ -400,7 +345,7 @@ class ZkStore(MetadataStore):
         children, zstat = self._call(
             lambda: self._client.get_children(path, watch=w, include_data=True), path
         )
-        w.settle(_stat(zstat))
+        w.settle(stat_of(zstat))
         return sorted(children)
 
     # -- writes
@@ -450,7 +395,7 @@ class ZkStore(MetadataStore):
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         validate_path(path)
-        return _stat(self._call(lambda: self._client.set(path, bytes(data), version), path))
+        return stat_of(self._call(lambda: self._client.set(path, bytes(data), version), path))
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         validate_path(path, allow_root=False)
@@ -527,12 +472,12 @@ class ZkStore(MetadataStore):
             if isinstance(result, Exception) and not isinstance(
                 result, kz.RolledBackError | kz.RuntimeInconsistency
             ):
-                error = _translate(result, _op_error_path(ops[index], result))
+                error = translate(result, op_error_path(ops[index], result))
                 error.op_index = index
                 raise error
         out: list[OpResult] = []
         for result in results:
-            out.append(_stat(result) if isinstance(result, ZnodeStat) else result)
+            out.append(stat_of(result) if isinstance(result, ZnodeStat) else result)
         return out
 
     # -- watches
@@ -550,7 +495,7 @@ class ZkStore(MetadataStore):
         if w.spent:
             return
         w.spent = True
-        self._deliver(w, _EVENT_TYPES[event.type])
+        self._deliver(w, EVENT_TYPES[event.type])
 
     def _deliver(self, w: _Watch, etype: EventType) -> None:
         deliver_watch(w.callback, WatchedEvent(etype, w.path))
@@ -580,7 +525,7 @@ class ZkStore(MetadataStore):
         etype: EventType | None = None
         if w.kind == "data":
             zstat = self._client.exists(w.path, watch=fresh)
-            now = _stat(zstat) if zstat is not None else None
+            now = stat_of(zstat) if zstat is not None else None
             if before is None:
                 etype = EventType.CREATED if now is not None else None
             elif now is None or now.czxid != before.czxid:
@@ -590,7 +535,7 @@ class ZkStore(MetadataStore):
         else:
             try:
                 _, zstat = self._client.get_children(w.path, watch=fresh, include_data=True)
-                now = _stat(zstat)
+                now = stat_of(zstat)
             except kz.NoNodeError:
                 now = None
             if before is None or now is None or now.czxid != before.czxid:

@@ -11,7 +11,8 @@ from ..records.batch import BatchHeader
 from ..records.record import end_txn_marker
 from ..storage.log import AppendResult, Log
 from ..storage.segment import LogSegment
-from .producer_state import AppendOrigin, BatchMetadata, Marker, PendingAppend, ProducerStateManager
+from .producer_entry import BatchMetadata
+from .producer_state import AppendOrigin, Marker, PendingAppend, ProducerStateManager
 
 logger = logging.getLogger(__name__)
 

@@ -130,6 +130,15 @@ def _require_pem(kind: str, declared: str | None, text: str, source: str) -> Non
         )
 
 
+def _require_pem_file(kind: str, declared: str | None, location: str, what: str) -> None:
+    """Refuse a `kind`.location file that cannot be read or is not PEM, naming it in the error."""
+    try:
+        text = Path(location).read_text(errors="replace")
+    except OSError as e:
+        raise TlsConfigError(f"cannot read {kind}.location {location}: {e}") from e
+    _require_pem(kind, declared, text, f"{what} {location}")
+
+
 def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter, listener: str) -> None:
     key_password = _text(get("ssl.key.password"))
     declared = _text(get("ssl.keystore.type"))
@@ -148,11 +157,7 @@ def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter, listener: str) -> No
             os.unlink(path)
         return
     if location:
-        try:
-            text = Path(location).read_text(errors="replace")
-        except OSError as e:
-            raise TlsConfigError(f"cannot read ssl.keystore.location {location}: {e}") from e
-        _require_pem("ssl.keystore", declared, text, f"key store {location}")
+        _require_pem_file("ssl.keystore", declared, location, "key store")
         try:
             ctx.load_cert_chain(location, password=key_password)
         except ssl.SSLError as e:
@@ -172,11 +177,7 @@ def _load_trust_store(ctx: ssl.SSLContext, get: ConfigGetter) -> None:
         _require_pem("ssl.truststore", declared, inline, "ssl.truststore.certificates")
         ctx.load_verify_locations(cadata=inline)
     elif location:
-        try:
-            text = Path(location).read_text(errors="replace")
-        except OSError as e:
-            raise TlsConfigError(f"cannot read ssl.truststore.location {location}: {e}") from e
-        _require_pem("ssl.truststore", declared, text, f"trust store {location}")
+        _require_pem_file("ssl.truststore", declared, location, "trust store")
         ctx.load_verify_locations(cafile=location)
 
 

@@ -2,9 +2,10 @@
 
 from .errors import KafkaStorageError, OffsetOutOfRange, RecordListTooLarge
 from .file_slice import FileSlice
-from .log import AppendResult, Log, TimestampAndOffset
+from .log import AppendResult, Log
 from .log_config import LogConfig
 from .log_manager import LogManager
+from .log_timestamps import TimestampAndOffset
 
 __all__ = [
     "AppendResult",

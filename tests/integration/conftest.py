@@ -17,13 +17,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess
+from topic_ready import wait_for_topic
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
@@ -72,6 +72,13 @@ class ExternalBroker:
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return f"(external broker at {self.bootstrap}; its log is not captured)"
+
+
+def retire(broker: OdradekBroker) -> None:
+    """Stop a broker its fixture is done with and leave it out of later failure reports."""
+    broker.stop()
+    if broker in _live_brokers:
+        _live_brokers.remove(broker)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,9 +130,7 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., OdradekBroker]]:
 
     yield factory
     for broker in made:
-        broker.stop()
-        if broker in _live_brokers:
-            _live_brokers.remove(broker)
+        retire(broker)
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +144,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdradekBroker |
     try:
         yield proc.start()
     finally:
-        proc.stop()
-        if proc in _live_brokers:
-            _live_brokers.remove(proc)
+        retire(proc)
 
 
 @pytest.fixture
@@ -171,19 +174,8 @@ def new_topic(bootstrap: str, topic_name: str) -> Callable[..., str]:
             [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30
         )
         futures[name].result(60)
-        deadline = time.monotonic() + 60
-        while True:
-            meta = admin.list_topics(name, timeout=10).topics.get(name)
-            if (
-                meta is not None
-                and meta.error is None
-                and len(meta.partitions) == partitions
-                and all(p.leader >= 0 for p in meta.partitions.values())
-            ):
-                return name
-            if time.monotonic() > deadline:
-                pytest.fail(f"topic {name} has no leaders after 60s: {meta}")
-            time.sleep(0.1)
+        wait_for_topic(admin, name, partitions)
+        return name
 
     return create
 

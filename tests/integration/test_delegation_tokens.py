@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
 from kafka.net import sasl as kafka_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol.api_keys import ApiKey
@@ -87,9 +87,7 @@ def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
             fut.result(30)
         yield TokenBroker(broker, sasl)
     finally:
-        broker.stop()
-        if broker in _live_brokers:
-            _live_brokers.remove(broker)
+        retire(broker)
 
 
 # -- raw requests ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import OdradekBroker, _live_brokers, run_kafka_tool
+from conftest import OdradekBroker, retire, run_kafka_tool
 from odradek.broker.records.record import decode_all
 from odradek.broker.testing.processes import free_port
 from polling import wait_until
@@ -37,9 +37,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdradekBroker]:
     try:
         yield proc.start()
     finally:
-        proc.stop()
-        if proc in _live_brokers:
-            _live_brokers.remove(proc)
+        retire(proc)
 
 
 def compacted(**extra: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import OdradekBroker, _live_brokers, run_kafka_tool
+from conftest import OdradekBroker, retire, run_kafka_tool
 
 LOG_DIRS = "kafka-log-dirs.sh"
 REASSIGN = "kafka-reassign-partitions.sh"
@@ -32,9 +32,7 @@ def jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OdradekBrok
     try:
         yield proc.start(), dirs
     finally:
-        proc.stop()
-        if proc in _live_brokers:
-            _live_brokers.remove(proc)
+        retire(proc)
 
 
 def create(bootstrap: str, name: str, partitions: int, **config: str) -> None:

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
 from odradek.broker import client as ours
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -79,9 +79,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
         _create_users(broker.bootstrap)
         yield SecureBroker(broker, ports, ca)
     finally:
-        broker.stop()
-        if broker in _live_brokers:
-            _live_brokers.remove(broker)
+        retire(broker)
 
 
 def _create_users(bootstrap: str) -> None:

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -80,9 +80,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
         )
         yield secured
     finally:
-        broker.stop()
-        if broker in _live_brokers:
-            _live_brokers.remove(broker)
+        retire(broker)
 
 
 def unique(prefix: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import test_clients_java as java_tools
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, _live_brokers
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
 from odradek.broker import kafka_tools
 from odradek.broker.client.admin import AdminClient
 from odradek.broker.client.blocking import BlockingConnection
@@ -53,9 +53,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield proc.start()
     finally:
-        proc.stop()
-        if proc in _live_brokers:
-            _live_brokers.remove(proc)
+        retire(proc)
 
 
 def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:

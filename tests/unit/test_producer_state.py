@@ -12,16 +12,18 @@ from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
 from odradek.broker.records.record import Record, build_batch, decode_all
 from odradek.broker.replication.partition import Partition, PartitionState
-from odradek.broker.replication.producer_ids import ProducerIdManager
-from odradek.broker.replication.producer_state import (
+from odradek.broker.replication.producer_entry import (
     INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
-    CorruptSnapshot,
     ProducerStateEntry,
+    increment_sequence,
+)
+from odradek.broker.replication.producer_ids import ProducerIdManager
+from odradek.broker.replication.producer_state import (
+    CorruptSnapshot,
     ProducerStateManager,
     decode_snapshot,
     encode_snapshot,
-    increment_sequence,
     list_snapshots,
     now_ms,
     snapshot_path,

@@ -11,7 +11,11 @@ from odradek.broker.records.compression import Codec
 from odradek.broker.records.record import Record, build_batch, decode_all
 from odradek.broker.storage import Log, LogConfig, OffsetOutOfRange, RecordListTooLarge
 from odradek.broker.storage.errors import UnexpectedAppendOffset
-from odradek.broker.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from odradek.broker.storage.log_timestamps import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
 
 class Clock:
