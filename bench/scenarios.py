@@ -57,7 +57,7 @@ class Plan:
         else:
             reps = repeats or 5
             plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000,
-                       256, 1 << 20, 10.0, 256, 300_000, min(reps, 3))  # fmt: skip
+                       256, 1 << 20, 10.0, 1024, 300_000, min(reps, 3))  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
@@ -264,17 +264,23 @@ def compression(ctx: Ctx) -> None:
 TXN_RECORDS = 100
 
 
+TXN_PARTITIONS = (1, 8)
+
+
 def transactions(ctx: Ctx) -> None:
-    """A transactional producer committing 100 records per transaction, one after the other."""
-    topic = ctx.create("txn", ctx.plan.partitions)
+    """A transactional producer committing 100 records per transaction, one after the other, to
+    one partition and to eight (each transaction then adds every partition it writes to)."""
     n = min(ctx.plan.records(KiB), 20_000 if not ctx.plan.quick else 5_000)
-    ctx.throughput(
-        f"transactional produce ({TXN_RECORDS}/txn), 1 KiB",
-        lambda: ctx.loadgen(
-            "txn-produce", topic=topic, records=n, size=KiB, txn_records=TXN_RECORDS
-        ),  # fmt: skip
-        KiB,
-    )
+    for partitions in TXN_PARTITIONS:
+        topic = ctx.create(f"txn-{partitions}", partitions)
+        ctx.throughput(
+            f"transactional produce ({TXN_RECORDS}/txn), 1 KiB, {partitions} partition"
+            + ("s" if partitions > 1 else ""),
+            lambda topic=topic: ctx.loadgen(
+                "txn-produce", topic=topic, records=n, size=KiB, txn_records=TXN_RECORDS
+            ),
+            KiB,
+        )
 
 
 # -- three brokers ---------------------------------------------------------------------------
