@@ -1,7 +1,9 @@
 """Declarative message schemas: one `Api` per API key, covering every version.
 
-A schema is data, not parsing code. `codec` compiles each (api, version, direction) once into
-specialised encode/decode functions, so adding a version is a schema change only.
+A schema is data, not parsing code: the JSON files in `messages/` (one per API, format in that
+package's docstring) spell these objects field by field, and `codec` compiles each (api,
+version, direction) once into specialised encode/decode functions, so adding a version is a
+schema change only.
 
 Decoded messages are plain dicts keyed by the snake_case field names declared here; nested
 structs are dicts too and arrays are lists. When encoding, a missing key takes the field's default.

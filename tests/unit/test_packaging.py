@@ -96,6 +96,9 @@ def test_wheel_contains_every_package_and_imports(tmp_path: Path) -> None:
         assert f"{prefix}/__init__.py" in names, f"{package} missing from the wheel"
     assert "odradek/operator/__init__.py" in names
     assert "odradek/pipelines/offline_load.py" in names
+    # The API schemas are package data, not modules: every one must be in the wheel.
+    schemas = {p.name for p in (ROOT / "broker" / "protocol" / "messages").glob("*.json")}
+    assert schemas and {f"odradek/broker/protocol/messages/{n}" for n in schemas} <= names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "odradek = odradek.broker.cli:main" in (tmp_path / "site" / entry_points).read_text()
     # -S keeps the editable install's finder out; the venv's site-packages still gives the deps.
