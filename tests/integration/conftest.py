@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess
+from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess, free_port
 from topic_ready import wait_for_topic
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
 
@@ -72,6 +72,17 @@ class ExternalBroker:
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return f"(external broker at {self.bootstrap}; its log is not captured)"
+
+
+def sasl_broker(base: Path, overrides: dict[str, str]) -> tuple[OdradekBroker, int]:
+    """An unstarted broker under `base` with a PLAINTEXT listener on its `port` (the
+    administrators' channel) and a SASL_PLAINTEXT one, whose port comes with it."""
+    plain, sasl = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"
+    broker = OdradekBroker(
+        base / "data", base / "logs", port=plain, overrides={"listeners": listeners, **overrides}
+    )
+    return broker, sasl
 
 
 def retire(broker: OdradekBroker) -> None:

@@ -19,12 +19,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire, sasl_broker
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
-from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
@@ -57,14 +56,9 @@ class AclBroker:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     if EXTERNAL_BOOTSTRAP:
         pytest.skip("needs its own broker process")
-    base = tmp_path_factory.mktemp("authz")
-    plain, sasl = free_port(), free_port()
-    broker = OdradekBroker(
-        base / "data",
-        base / "logs",
-        port=plain,
-        overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+    broker, sasl = sasl_broker(
+        tmp_path_factory.mktemp("authz"),
+        {
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
