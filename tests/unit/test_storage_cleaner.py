@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from manual_clock import Clock
 from odradek.broker.records import batch as rb
 from odradek.broker.records.compaction import delete_horizon, rebuild_batch, scan_records
 from odradek.broker.records.compression import Codec
@@ -21,14 +22,6 @@ from odradek.broker.storage.log import Log
 from odradek.broker.storage.log_cleaner import CleanerConfig, InlineWorker, LogCleaner
 
 NOW = 10_000_000
-
-
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def keyed(pairs, ts: int = NOW - 1000, codec: int = Codec.NONE, **kw) -> bytearray:
@@ -92,7 +85,7 @@ def test_segments_grouped_by_size():
 
 
 def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     for i in range(300):
         log.append(keyed([(f"k{i % 10}".encode(), f"v{i}".encode())]))
@@ -122,7 +115,7 @@ def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
 
 
 def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     for i in range(100):
         log.append(keyed([(b"same", f"v{i}".encode())]))
@@ -140,7 +133,7 @@ def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
 
 
 def test_min_compaction_lag_protects_young_segments(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000, min_compaction_lag_ms=60_000)
     for i in range(100):
         log.append(keyed([(b"k", f"v{i}".encode())], ts=NOW - 1000))
@@ -154,7 +147,7 @@ def test_min_compaction_lag_protects_young_segments(tmp_path):
 
 
 def test_tombstones_go_after_delete_retention(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path,
         clock,
@@ -188,7 +181,7 @@ def test_tombstones_go_after_delete_retention(tmp_path):
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
 def test_compressed_batches_keep_their_codec(tmp_path, codec):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=4000)
     for i in range(60):
         pairs = [(f"k{j}".encode(), f"v{i}-{j}".encode() * 5) for j in range(i % 3, 6)]
@@ -208,7 +201,7 @@ def test_compressed_batches_keep_their_codec(tmp_path, codec):
 
 
 def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     log.append(keyed([(b"k", b"old")], producer_id=7, producer_epoch=0, base_sequence=0))
     for i in range(60):
@@ -224,7 +217,7 @@ def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
 
 
 def test_truncation_during_a_round_refuses_the_swap(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     for i in range(100):
         log.append(keyed([(b"k", f"v{i}".encode())]))
@@ -277,7 +270,7 @@ def test_a_crash_at_any_step_recovers_to_a_consistent_log(tmp_path, monkeypatch,
 
     monkeypatch.setattr(cleaner_mod, "crash_point", crash_at)
     monkeypatch.setattr(log_mod, "crash_point", crash_at)
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=1500, index_interval_bytes=100)
     for i in range(400):
         log.append(keyed([(f"k{i % 7}".encode(), f"v{i}".encode())]))
@@ -313,7 +306,7 @@ def test_a_crash_at_any_step_recovers_to_a_consistent_log(tmp_path, monkeypatch,
 
 
 def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path, clock, segment_bytes=2000, min_cleanable_dirty_ratio=0.5,
         max_compaction_lag_ms=60_000,
@@ -334,7 +327,7 @@ def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path):
 
 
 def test_compact_and_delete_policies_both_apply(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     config = dict(segment_bytes=2000, retention_ms=100_000)
     lm, log = manager_with_log(tmp_path, clock, **config)
     log.update_config(LogConfig(cleanup_policy=("compact", "delete"), **config))
@@ -358,7 +351,7 @@ def test_aborted_transactions_and_their_markers_are_removed(tmp_path):
     from odradek.broker.records.record import ControlType, build_control_batch
     from odradek.broker.storage.txn_index import AbortedTxn
 
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path, clock, segment_bytes=4000, delete_retention_ms=50_000,
         min_cleanable_dirty_ratio=0.01,
