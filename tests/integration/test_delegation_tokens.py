@@ -52,8 +52,6 @@ class TokenBroker:
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
-    if EXTERNAL_BOOTSTRAP:
-        pytest.skip("needs its own broker process")
     broker, sasl = sasl_broker(
         tmp_path_factory.mktemp("tokens"),
         {

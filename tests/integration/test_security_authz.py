@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire, sasl_broker
+from conftest import OdradekBroker, retire, sasl_broker
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
@@ -54,8 +54,6 @@ class AclBroker:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    if EXTERNAL_BOOTSTRAP:
-        pytest.skip("needs its own broker process")
     broker, sasl = sasl_broker(
         tmp_path_factory.mktemp("authz"),
         {
