@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import re
-import signal
 import socket
 import ssl
 import subprocess
@@ -34,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from odradek.broker.client import AdminClient
-from odradek.broker.testing.processes import free_port
+from odradek.broker.testing.processes import free_port, terminate
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,14 +236,8 @@ class Process:
             )
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc, timeout)
 
     def tail(self, lines: int = 60) -> str:
         try:
