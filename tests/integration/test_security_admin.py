@@ -190,16 +190,7 @@ def test_any_broker_of_a_cluster_serves_the_same_acls_credentials_and_quotas(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [], "upsertions": [upsert]}
     )
     assert resp["results"][0]["error_code"] == 0
-    quota = {
-        "entries": [
-            {
-                "entity": [{"entity_type": "client-id", "entity_name": "app"}],
-                "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}],
-            }
-        ],
-        "validate_only": False,
-    }
-    assert cluster[1].request(ApiKey.ALTER_CLIENT_QUOTAS, quota)["entries"][0]["error_code"] == 0
+    assert cluster[1].alter_client_quota("app", "producer_byte_rate", 1048576.0) == 0
     acl = {
         "resource_type": 2, "resource_name": "orders", "resource_pattern_type": 3,
         "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3,
