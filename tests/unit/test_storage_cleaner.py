@@ -29,6 +29,12 @@ def keyed(pairs, ts: int = NOW - 1000, codec: int = Codec.NONE, **kw) -> bytearr
     return bytearray(build_batch(records, compression=codec, **kw))
 
 
+def append_versions(log: Log, key: bytes, n: int, prefix: str, **kw) -> None:
+    """`n` batches, each a new value of `key`: prefix0, prefix1, ... (`kw` go to keyed)."""
+    for i in range(n):
+        log.append(keyed([(key, f"{prefix}{i}".encode())], **kw))
+
+
 def contents(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in the log, by reading it as a consumer does."""
     out = []
@@ -117,8 +123,7 @@ def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
 def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
     clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
-    for i in range(100):
-        log.append(keyed([(b"same", f"v{i}".encode())]))
+    append_versions(log, b"same", 100, "v")
     active_base = log.active_segment.base_offset
     assert active_base > 0
     log.hw_tracks_leo = False
@@ -135,8 +140,7 @@ def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
 def test_min_compaction_lag_protects_young_segments(tmp_path):
     clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000, min_compaction_lag_ms=60_000)
-    for i in range(100):
-        log.append(keyed([(b"k", f"v{i}".encode())], ts=NOW - 1000))
+    append_versions(log, b"k", 100, "v", ts=NOW - 1000)
     log.roll()
     assert not one_round(lm)  # every segment is younger than the lag
     assert len(contents(log)) == 100
@@ -164,15 +168,13 @@ def test_tombstones_go_after_delete_retention(tmp_path):
     headers = [h for s in log.segments for _, h in s.iter_headers()]
     assert any(delete_horizon(h) == NOW + 50_000 for h in headers)
     # More writes make the log dirty again; before the horizon the tombstone stays...
-    for i in range(30):
-        log.append(keyed([(b"kept", f"x{i}".encode())]))
+    append_versions(log, b"kept", 30, "x")
     log.roll()
     assert one_round(lm)
     assert (b"gone", None) in [(k, v) for _, k, v in contents(log)]
     # ...after it, the next round removes it.
     clock.now += 60_000
-    for i in range(30):
-        log.append(keyed([(b"kept", f"y{i}".encode())]))
+    append_versions(log, b"kept", 30, "y")
     log.roll()
     assert one_round(lm)
     assert [(k, v) for _, k, v in contents(log)] == [(b"kept", b"y29")]
@@ -204,8 +206,7 @@ def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
     clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     log.append(keyed([(b"k", b"old")], producer_id=7, producer_epoch=0, base_sequence=0))
-    for i in range(60):
-        log.append(keyed([(b"k", f"v{i}".encode())]))
+    append_versions(log, b"k", 60, "v")
     log.roll()
     log.active_producers = lambda: {7: 0}
     assert one_round(lm)
@@ -219,11 +220,9 @@ def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
 def test_truncation_during_a_round_refuses_the_swap(tmp_path):
     clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
-    for i in range(100):
-        log.append(keyed([(b"k", f"v{i}".encode())]))
+    append_versions(log, b"k", 100, "v")
     log.roll()
-    for i in range(5):
-        log.append(keyed([(b"k", f"w{i}".encode())]))
+    append_versions(log, b"k", 5, "w")
     task = lm.cleaner_manager.grab_filthiest()
     assert task is not None
     log.truncate_to(102)  # in the active segment: the round's files are untouched
