@@ -12,19 +12,23 @@ the broker cannot run in that mode.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess, free_port
 from topic_ready import wait_for_topic
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
+
+T = TypeVar("T")
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
 
@@ -85,6 +89,15 @@ def sasl_broker(base: Path, overrides: dict[str, str]) -> tuple[OdradekBroker, i
         base / "data", base / "logs", port=plain, overrides={"listeners": listeners, **overrides}
     )
     return broker, sasl
+
+
+def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 120) -> T:
+    """Run an async test body on its own event loop; it fails after `timeout` seconds."""
+
+    async def main() -> T:
+        return await asyncio.wait_for(coro_fn(), timeout)
+
+    return asyncio.run(main())
 
 
 def retire(broker: OdradekBroker) -> None:

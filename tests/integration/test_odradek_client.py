@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import pytest
+from conftest import run
 from odradek.broker.client import (
     AdminClient,
     AlterConfigOp,
@@ -26,15 +25,6 @@ from odradek.broker.client import (
     TopicPartition,
 )
 from odradek.broker.client.producer import default_partition
-
-T = TypeVar("T")
-
-
-def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 120) -> T:
-    async def main() -> T:
-        return await asyncio.wait_for(coro_fn(), timeout)
-
-    return asyncio.run(main())
 
 
 async def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
