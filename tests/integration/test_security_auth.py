@@ -148,6 +148,16 @@ def _sasl_ssl(secure: SecureBroker, user: str, password: str) -> dict[str, str]:
     }
 
 
+def _sasl_plain(secure: SecureBroker, user: str, password: str) -> dict[str, str]:
+    return {
+        "bootstrap.servers": secure.addr("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
 def test_confluent_sasl_ssl_scram_sha512(secure: SecureBroker) -> None:
     topic = _topic(secure)
     assert _produce_consume(_sasl_ssl(secure, "alice", "alice-scram"), topic) == _expected()
@@ -180,30 +190,14 @@ def test_ssl_client_without_certificate_is_refused(secure: SecureBroker) -> None
 
 def test_confluent_sasl_plaintext_plain(secure: SecureBroker) -> None:
     topic = _topic(secure)
-    conf = {
-        "bootstrap.servers": secure.addr("SASL_PLAINTEXT"),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "bob",
-        "sasl.password": "bob-plain",
-    }
-    assert _produce_consume(conf, topic) == _expected()
+    assert _produce_consume(_sasl_plain(secure, "bob", "bob-plain"), topic) == _expected()
 
 
 @pytest.mark.parametrize(
     "conf_fn",
     [
         pytest.param(lambda s: _sasl_ssl(s, "alice", "wrong"), id="scram-sha-512"),
-        pytest.param(
-            lambda s: {
-                "bootstrap.servers": s.addr("SASL_PLAINTEXT"),
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice",
-                "sasl.password": "wrong",
-            },
-            id="plain",
-        ),
+        pytest.param(lambda s: _sasl_plain(s, "alice", "wrong"), id="plain"),
     ],
 )
 def test_wrong_password_fails_and_reads_nothing(secure: SecureBroker, conf_fn) -> None:
