@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 from odradek.broker.cluster import zk_data as zk
@@ -51,9 +52,22 @@ async def three_brokers(store) -> tuple[dict[int, LocalBroker], list[Broker]]:
     return locals_, brokers
 
 
+def run_on_three_brokers(
+    store, scenario: Callable[[dict[int, LocalBroker], list[Broker]], Awaitable[None]]
+) -> None:
+    """Run `scenario(locals_, brokers)` on a new three-broker cluster, then stop the brokers."""
+
+    async def main() -> None:
+        locals_, brokers = await three_brokers(store)
+        await scenario(locals_, brokers)
+        for b in reversed(brokers):
+            await b.stop()
+
+    asyncio.run(main())
+
+
 def test_preferred_election(store):
-    async def scenario():
-        _, brokers = await three_brokers(store)
+    async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
         await brokers[0].admin.create_topic("e", assignments={0: [1, 2]})
         await settle(store, *brokers)
@@ -80,15 +94,12 @@ def test_preferred_election(store):
         assert await ctl.elect_leaders(0, None) == {tp: ErrorCode.NONE}
         st, _ = state(store, "e", 0)
         assert (st["leader"], st["leader_epoch"]) == (1, 2)
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)
 
 
 def test_reassignment_phases_and_cancel(store):
-    async def scenario():
-        locals_, brokers = await three_brokers(store)
+    async def scenario(locals_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
         await brokers[0].admin.create_topic("r", assignments={0: [0, 1]})
         await settle(store, *brokers)
@@ -131,15 +142,12 @@ def test_reassignment_phases_and_cancel(store):
         znode = topic_znode(store, "r")
         assert znode["partitions"]["0"] == [1, 2] and not znode["adding_replicas"]
         assert locals_[0].deleted.count(tp) == 2
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)
 
 
 def test_legacy_znode(store):
-    async def scenario():
-        _, brokers = await three_brokers(store)
+    async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         await brokers[0].admin.create_topic("l", assignments={0: [0, 1]})
         await settle(store, *brokers)
         store.create(zk.REASSIGN_PARTITIONS, zk.encode_reassignment({("l", 0): (0, 2)}))
@@ -149,7 +157,5 @@ def test_legacy_znode(store):
         await settle(store, *brokers)
         assert topic_znode(store, "l")["partitions"]["0"] == [0, 2]
         assert store.exists(zk.REASSIGN_PARTITIONS) is None
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)
