@@ -52,6 +52,15 @@ async def three_brokers(store) -> tuple[dict[int, LocalBroker], list[Broker]]:
     return locals_, brokers
 
 
+async def create_partition(
+    store, brokers: list[Broker], topic: str, replicas: list[int]
+) -> tuple[str, int]:
+    """Create `topic` with one partition on `replicas` and let the cluster settle; the partition."""
+    await brokers[0].admin.create_topic(topic, assignments={0: replicas})
+    await settle(store, *brokers)
+    return topic, 0
+
+
 def run_on_three_brokers(
     store, scenario: Callable[[dict[int, LocalBroker], list[Broker]], Awaitable[None]]
 ) -> None:
@@ -69,9 +78,7 @@ def run_on_three_brokers(
 def test_preferred_election(store):
     async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
-        await brokers[0].admin.create_topic("e", assignments={0: [1, 2]})
-        await settle(store, *brokers)
-        tp = ("e", 0)
+        tp = await create_partition(store, brokers, "e", [1, 2])
         assert await ctl.elect_leaders(0, [tp]) == {tp: ErrorCode.ELECTION_NOT_NEEDED}
         assert await ctl.elect_leaders(0, [("nope", 0)]) == {
             ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -101,9 +108,7 @@ def test_preferred_election(store):
 def test_reassignment_phases_and_cancel(store):
     async def scenario(locals_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
-        await brokers[0].admin.create_topic("r", assignments={0: [0, 1]})
-        await settle(store, *brokers)
-        tp = ("r", 0)
+        tp = await create_partition(store, brokers, "r", [0, 1])
         result = await ctl.alter_reassignments({tp: (1, 2)})
         assert result == {tp: (ErrorCode.NONE, None)}
         await settle(store, *brokers)
@@ -148,8 +153,7 @@ def test_reassignment_phases_and_cancel(store):
 
 def test_legacy_znode(store):
     async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
-        await brokers[0].admin.create_topic("l", assignments={0: [0, 1]})
-        await settle(store, *brokers)
+        await create_partition(store, brokers, "l", [0, 1])
         store.create(zk.REASSIGN_PARTITIONS, zk.encode_reassignment({("l", 0): (0, 2)}))
         await settle(store, *brokers)
         assert topic_znode(store, "l")["adding_replicas"] == {"0": [2]}
