@@ -21,7 +21,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess, free_port
@@ -240,8 +240,15 @@ def run_kafka_tool(
     fails the test with the tool's stderr when `check`."""
     from odradek.broker import kafka_tools
 
-    cmd = kafka_tools.command(tool, list(args))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    return run_checked(kafka_tools.command(tool, list(args)), check=check, timeout=timeout)
+
+
+def run_checked(
+    cmd: list[str], *, check: bool = True, timeout: float = 120, **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run a command for its text output; with `check`, a non-zero exit fails the test with the
+    command's stderr. `run`: more subprocess.run arguments (input, env)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **run)
     if check and proc.returncode != 0:
-        pytest.fail(f"{tool} {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
     return proc
