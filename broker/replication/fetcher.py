@@ -314,4 +314,4 @@ class ReplicaFetcher:
         if lg.log_start_offset < leader_start <= lg.high_watermark:
             lg.delete_records_before(leader_start)
         if len(data):
-            p.wake_fetchers()
+            p.fetch_waiters.wake()

@@ -13,7 +13,6 @@ acknowledged with acks=all depends on it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from ..storage.log import Log
 from .log_producer_state import LogProducerState
 from .producer_state import AppendOrigin
+from .waiters import Waiters
 
 UNKNOWN_OFFSET = -1
 
@@ -86,9 +86,10 @@ class Partition:
         self.log = log
         self.state = state
         self.local_broker_id = local_broker_id
-        self._waiters: list[asyncio.Future[None]] = []
+        # Fetches waiting for new data.
+        self.fetch_waiters = Waiters()
         # acks=all produce requests waiting for the HW (or an ISR/leadership change).
-        self._hw_waiters: list[asyncio.Future[None]] = []
+        self.hw_waiters = Waiters()
         # Idempotent producers' epochs and last batches, rebuilt from snapshots and the log.
         self.producer_state = LogProducerState(log)
         self.followers: dict[int, FollowerState] = {}
@@ -157,7 +158,7 @@ class Partition:
             if r not in state.replicas:
                 del self.followers[r]
         self.maybe_increment_hw()
-        self.wake_hw_waiters()
+        self.hw_waiters.wake()
 
     def make_follower(self, state: PartitionState, checkpointed_hw: int | None) -> None:
         self.leadership_losses += 1
@@ -165,8 +166,8 @@ class Partition:
         self.pending_isr = None
         self.followers = {}
         self._stop_tracking_leo(checkpointed_hw)
-        self.wake_hw_waiters()
-        self.wake_fetchers()
+        self.hw_waiters.wake()
+        self.fetch_waiters.wake()
 
     def _stop_tracking_leo(self, checkpointed_hw: int | None) -> None:
         log = self.log
@@ -193,7 +194,7 @@ class Partition:
         result = self.log.append(records, assign_offsets=True, leader_epoch=self.state.leader_epoch)
         self.producer_state.complete_append(pending, result.last_offset + 1)
         self.maybe_increment_hw()
-        self.wake_fetchers()
+        self.fetch_waiters.wake()
         return result
 
     @property
@@ -212,9 +213,9 @@ class Partition:
             follower = self.followers[replica_id] = FollowerState()
         follower.update(fetch_offset, log_start, self.log.log_end_offset, now)
         if self.maybe_increment_hw():
-            self.wake_hw_waiters()
+            self.hw_waiters.wake()
             # Consumers parked at the old HW (or LSO, for transactions) can read on.
-            self.wake_fetchers()
+            self.fetch_waiters.wake()
         if self.pending_isr is not None or replica_id in self.state.isr:
             return None
         if (
@@ -268,7 +269,7 @@ class Partition:
         self.state.partition_epoch = partition_epoch
         self.pending_isr = None
         self.maybe_increment_hw()
-        self.wake_hw_waiters()
+        self.hw_waiters.wake()
 
     # --- follower ---------------------------------------------------------------------------------
 
@@ -277,35 +278,3 @@ class Partition:
         hw = max(log.log_start_offset, min(leader_hw, log.log_end_offset))
         if hw > log.high_watermark:
             log.high_watermark = hw
-
-    # --- waiters ----------------------------------------------------------------------------------
-
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.append(fut)
-
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def wake_fetchers(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    def add_hw_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._hw_waiters.append(fut)
-
-    def remove_hw_waiter(self, fut: asyncio.Future[None]) -> None:
-        try:
-            self._hw_waiters.remove(fut)
-        except ValueError:
-            pass
-
-    def wake_hw_waiters(self) -> None:
-        waiters, self._hw_waiters = self._hw_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)

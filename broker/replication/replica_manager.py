@@ -36,6 +36,7 @@ from .isr import IsrMaintenance
 from .log_dir_mover import LogDirMover
 from .partition import Partition, PartitionState, now_ms
 from .producer_state import AppendOrigin
+from .waiters import wait_for_any
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class ReplicaManager(IsrMaintenance):
             await fetcher.stop()
         self.fetchers.clear()
         for p in self.partitions.values():
-            p.wake_hw_waiters()
+            p.hw_waiters.wake()
 
     # --- leadership, as the controller decides it -------------------------------------------
 
@@ -293,8 +294,8 @@ class ReplicaManager(IsrMaintenance):
             self.mover.stop((topic, index))
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
-                partition.wake_fetchers()
-                partition.wake_hw_waiters()
+                partition.fetch_waiters.wake()
+                partition.hw_waiters.wake()
             if delete:
                 self.offline.discard((topic, index))
                 self.log_manager.delete_log(topic, index)
@@ -361,8 +362,8 @@ class ReplicaManager(IsrMaintenance):
             self.offline.add(tp)
             if partition is not None:
                 partition.leadership_losses += 1
-                partition.wake_fetchers()
-                partition.wake_hw_waiters()
+                partition.fetch_waiters.wake()
+                partition.hw_waiters.wake()
         if lost:
             log.error("partitions offline after the failure of %s: %s", log_dir, sorted(lost))
 
@@ -486,15 +487,7 @@ class ReplicaManager(IsrMaintenance):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
-            fut: asyncio.Future[None] = loop.create_future()
-            partition.add_hw_waiter(fut)
-            try:
-                with waiting():
-                    await asyncio.wait_for(asyncio.shield(fut), remaining)
-            except TimeoutError:
-                pass
-            finally:
-                partition.remove_hw_waiter(fut)
+            await wait_for_any([partition.hw_waiters], remaining)
 
     # --- fetch wake-ups ---------------------------------------------------------------------
 
@@ -505,14 +498,4 @@ class ReplicaManager(IsrMaintenance):
                 with waiting():
                     await asyncio.sleep(timeout_s)
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for p in partitions:
-            p.add_waiter(fut)
-        try:
-            with waiting():
-                await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            pass
-        finally:
-            for p in partitions:
-                p.remove_waiter(fut)
+        await wait_for_any((p.fetch_waiters for p in partitions), timeout_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -392,10 +393,8 @@ class DelegationTokenManager:
         await self.notifications.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
-            except asyncio.CancelledError:
-                pass
             self._sweeper = None
 
     async def _on_notification(self, data: bytes) -> None:

@@ -77,6 +77,18 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {low}-{_EPHEMERAL_LOW - 1}")
 
 
+def terminate(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM a running process and wait for its exit; SIGKILL it after `timeout` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass(frozen=True)
 class Usage:
     """Resources of a process and its descendants: CPU seconds (user + system, children that
@@ -239,12 +251,7 @@ class ServerProcess:
             return None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)  # a paused process would not see SIGTERM
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            terminate(self.proc, timeout)
         return self.proc.returncode
 
     def kill(self) -> None:

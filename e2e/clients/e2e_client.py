@@ -25,6 +25,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from odradek.broker.client import AdminClient, Consumer, Producer, TopicPartition
 from odradek.broker.client.admin import ConfigResource, ConfigSource, OffsetSpec
@@ -231,30 +233,32 @@ async def admin(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="e2e_client")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("produce")
-    p.add_argument("--topic", required=True)
+
+    def command(
+        name: str, run: Callable[..., Any], *, topic: bool = True
+    ) -> argparse.ArgumentParser:
+        """A subcommand that runs `run`; all but `admin` act on one --topic."""
+        p = sub.add_parser(name)
+        p.set_defaults(run=run)
+        if topic:
+            p.add_argument("--topic", required=True)
+        return p
+
+    p = command("produce", produce)
     p.add_argument("--stop-file", required=True)
     p.add_argument("--interval", type=float, default=0.02)
     p.add_argument("--keys", type=int, default=24)
     p.add_argument("--max-seconds", type=float, default=1800)
-    p.set_defaults(run=produce)
-    p = sub.add_parser("consume")
-    p.add_argument("--topic", required=True)
-    p.set_defaults(run=consume)
-    p = sub.add_parser("throttle")
-    p.add_argument("--topic", required=True)
+    command("consume", consume)
+    p = command("throttle", throttle)
     p.add_argument("--client-id", required=True)
     p.add_argument("--requests", type=int, default=20)
     p.add_argument("--batch-bytes", type=int, default=65536)
-    p.set_defaults(run=throttle)
-    p = sub.add_parser("try")
-    p.add_argument("--topic", required=True)
-    p.set_defaults(run=try_access)
-    p = sub.add_parser("admin")
+    command("try", try_access)
+    p = command("admin", admin, topic=False)
     p.add_argument("what", choices=("topic", "topics", "broker-config", "reassignments", "brokers"))
     p.add_argument("name", nargs="?", default="")
     p.add_argument("keys", nargs="*")
-    p.set_defaults(run=admin)
     args = parser.parse_args()
     return asyncio.run(args.run(args))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from environment import ChaosCluster, broker_node, zk_node
 from shim import FAIL_FSYNC, FAIL_WRITE
@@ -124,15 +125,24 @@ class Partition(Fault):
 
 
 @dataclass
-class Kill(Fault):
-    """kill -9 of brokers ("leader", "controller", "random" or "all"); restarted on stop."""
+class Aimed(Fault):
+    """A fault aimed at `target` (which broker or server it picks when it starts); its name is
+    PREFIX:target."""
 
+    PREFIX: ClassVar[str]
     target: str
     name: str = field(init=False)
-    victims: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.name = f"kill:{self.target}"
+        self.name = f"{self.PREFIX}:{self.target}"
+
+
+@dataclass
+class Kill(Aimed):
+    """kill -9 of brokers ("leader", "controller", "random" or "all"); restarted on stop."""
+
+    PREFIX = "kill"
+    victims: list[int] = field(default_factory=list)
 
     def start(self, env: ChaosCluster, rng: random.Random) -> str:
         if self.target == "all":
@@ -149,15 +159,11 @@ class Kill(Fault):
 
 
 @dataclass
-class KillZk(Fault):
+class KillZk(Aimed):
     """kill -9 of a ZooKeeper server ("leader" of the ensemble or "random"); restarted on stop."""
 
-    target: str
-    name: str = field(init=False)
+    PREFIX = "kill-zk"
     victim: int = 0
-
-    def __post_init__(self) -> None:
-        self.name = f"kill-zk:{self.target}"
 
     def start(self, env: ChaosCluster, rng: random.Random) -> str:
         self.victim = rng.choice(env.zk_ids)
@@ -173,15 +179,11 @@ class KillZk(Fault):
 
 
 @dataclass
-class Pause(Fault):
+class Pause(Aimed):
     """SIGSTOP of a broker for the fault's length (past its ZooKeeper session), then SIGCONT."""
 
-    target: str
-    name: str = field(init=False)
+    PREFIX = "pause"
     victim: int = 0
-
-    def __post_init__(self) -> None:
-        self.name = f"pause:{self.target}"
 
     def start(self, env: ChaosCluster, rng: random.Random) -> str:
         self.victim = pick_broker(env, rng, self.target)

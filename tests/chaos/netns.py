@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.broker.testing.processes import die_with_parent
+from odradek.broker.testing.processes import die_with_parent, terminate
 
 NETNS_DIR = Path("/run/netns")
 PREFIX = "odc"
@@ -200,7 +200,7 @@ class Network:
         if slowed:
             time.sleep(1.0)  # the delayers release what they hold
         for node in slowed:
-            _stop(node.delayer)
+            terminate(node.delayer, 5)
             node.delayer = None
 
     # -- teardown --------------------------------------------------------------------------------
@@ -209,23 +209,12 @@ class Network:
         """Stop the delayers and delete every namespace (their veth pairs and bridge go too)."""
         for node in self.nodes.values():
             if node.delayer is not None:
-                _stop(node.delayer)
+                terminate(node.delayer, 5)
                 node.delayer = None
         for ns in reversed(self._created):
             sh("ip", "netns", "del", ns, check=False)
         self._created.clear()
         self.nodes.clear()
-
-
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def pids_in(ns: str) -> list[int]:

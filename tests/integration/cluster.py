@@ -27,6 +27,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from odradek.broker.client.connection import BrokerConnection
 from odradek.broker.protocol.api_keys import ApiKey
+from odradek.broker.records.record import Record, build_batch
 from odradek.broker.testing.processes import OdradekProcess
 from odradek.broker.testing.zookeeper import ZkEnsemble
 
@@ -92,6 +93,31 @@ class ClusterBroker(OdradekProcess):
             "allow_auto_topic_creation": False,
         }
         return self.request(ApiKey.METADATA, body)
+
+    def produce_one(self, topic: str, value: bytes, acks: int = -1) -> dict:
+        """Write one record to partition 0 of `topic` with a raw Produce request; the
+        partition's response (error_code, base_offset, ...)."""
+        batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=value)])
+        body = {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        return self.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
+
+    def alter_client_quota(self, client_id: str, key: str, value: float) -> int:
+        """Set one quota of a client id with a raw AlterClientQuotas request; its error code."""
+        body = {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "client-id", "entity_name": client_id}],
+                    "ops": [{"key": key, "value": value, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        }
+        return self.request(ApiKey.ALTER_CLIENT_QUOTAS, body)["entries"][0]["error_code"]
 
 
 class Cluster:

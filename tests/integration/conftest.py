@@ -12,19 +12,23 @@ the broker cannot run in that mode.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
-from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess
+from odradek.broker.testing.processes import LOG_TAIL_LINES, OdradekProcess, free_port
 from topic_ready import wait_for_topic
 from zookeeper import zk_ensemble  # noqa: F401  (real ZooKeeper ensemble fixture)
+
+T = TypeVar("T")
 
 EXTERNAL_BOOTSTRAP = os.environ.get("ODRADEK_TEST_BOOTSTRAP", "").strip()
 
@@ -72,6 +76,28 @@ class ExternalBroker:
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return f"(external broker at {self.bootstrap}; its log is not captured)"
+
+
+def sasl_broker(base: Path, overrides: dict[str, str]) -> tuple[OdradekBroker, int]:
+    """An unstarted broker under `base` with a PLAINTEXT listener on its `port` (the
+    administrators' channel) and a SASL_PLAINTEXT one, whose port comes with it."""
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("needs its own broker process")
+    plain, sasl = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"
+    broker = OdradekBroker(
+        base / "data", base / "logs", port=plain, overrides={"listeners": listeners, **overrides}
+    )
+    return broker, sasl
+
+
+def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 120) -> T:
+    """Run an async test body on its own event loop; it fails after `timeout` seconds."""
+
+    async def main() -> T:
+        return await asyncio.wait_for(coro_fn(), timeout)
+
+    return asyncio.run(main())
 
 
 def retire(broker: OdradekBroker) -> None:
@@ -214,8 +240,15 @@ def run_kafka_tool(
     fails the test with the tool's stderr when `check`."""
     from odradek.broker import kafka_tools
 
-    cmd = kafka_tools.command(tool, list(args))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    return run_checked(kafka_tools.command(tool, list(args)), check=check, timeout=timeout)
+
+
+def run_checked(
+    cmd: list[str], *, check: bool = True, timeout: float = 120, **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run a command for its text output; with `check`, a non-zero exit fails the test with the
+    command's stderr. `run`: more subprocess.run arguments (input, env)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **run)
     if check and proc.returncode != 0:
-        pytest.fail(f"{tool} {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
     return proc

@@ -121,11 +121,21 @@ def test_longest_legal_topic_name(bootstrap: str) -> None:
     wait_for_topic(admin, name, 1)
 
 
-def test_zero_partitions(bootstrap: str) -> None:
+@pytest.mark.parametrize(
+    ("prefix", "partitions", "replication", "code", "number"),
+    [
+        ("zero-partitions", 0, 1, KafkaError.INVALID_PARTITIONS, 37),
+        # one broker cannot hold three replicas
+        ("rf3", 1, 3, KafkaError.INVALID_REPLICATION_FACTOR, 38),
+    ],
+)
+def test_impossible_partitions_or_replication(
+    bootstrap: str, prefix: str, partitions: int, replication: int, code: int, number: int
+) -> None:
     admin = admin_for(bootstrap)
-    name = unique("zero-partitions")
-    err = error_of(create(admin, NewTopic(name, 0, 1)))
-    assert err.code() == KafkaError.INVALID_PARTITIONS == 37, err
+    name = unique(prefix)
+    err = error_of(create(admin, NewTopic(name, partitions, replication)))
+    assert err.code() == code == number, err
     assert name not in topic_names(admin)
 
 
@@ -133,14 +143,6 @@ def test_zero_partitions(bootstrap: str) -> None:
 def test_non_positive_partitions_raw(broker, partitions: int) -> None:
     name = unique("bad-partitions")
     assert raw_create_error(broker, name, partitions, 1) == ErrorCode.INVALID_PARTITIONS
-
-
-def test_replication_factor_above_broker_count(bootstrap: str) -> None:
-    admin = admin_for(bootstrap)
-    name = unique("rf3")
-    err = error_of(create(admin, NewTopic(name, 1, 3)))
-    assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR == 38, err
-    assert name not in topic_names(admin)
 
 
 @pytest.mark.parametrize("replication", [0, -2])

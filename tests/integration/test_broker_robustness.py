@@ -356,6 +356,21 @@ class BadConnection:
         return len(self.received) >= 4 + size
 
 
+def api_versions_frame() -> bytes:
+    """A healthy ApiVersions v0 request, length prefix included."""
+    hello = codec.encode_request(ApiKey.API_VERSIONS, 0, 7, CLIENT_ID, {})
+    return struct.pack(">i", len(hello)) + hello
+
+
+def report_outcomes(
+    tally: dict[tuple[str, str], int], wrong: list[str], seed: int, width: int
+) -> None:
+    """Print how often each kind of frame met each outcome; fail if any outcome was wrong."""
+    for (kind, outcome), n in sorted(tally.items()):
+        print(f"  {kind:{width}} {outcome:9} {n}")
+    assert not wrong, f"seed {seed}: {len(wrong)} wrong outcomes, e.g. {wrong[:10]}"
+
+
 def run_batch(
     host: str, port: int, conns: list[tuple[str, str, bytes, bool]] | list[tuple], hello: bytes
 ) -> list[BadConnection]:
@@ -441,8 +456,7 @@ def test_fuzzed_frames_close_connections_and_lose_nothing(
     good_topic = new_topic(suffix="-good")
     fuzz_topic = new_topic(suffix="-fuzz")  # the templates' target; the good topic is never named
     tmpl = templates(fuzz_topic, advertised_versions(broker.host, broker.port))
-    hello = codec.encode_request(ApiKey.API_VERSIONS, 0, 7, CLIENT_ID, {})
-    hello = struct.pack(">i", len(hello)) + hello
+    hello = api_versions_frame()
 
     good = GoodClient(bootstrap, good_topic)
     good.start()
@@ -470,9 +484,7 @@ def test_fuzzed_frames_close_connections_and_lose_nothing(
         if hasattr(broker, "proc"):
             assert broker.running, f"broker died after {sent} bad frames (seed {seed})"
 
-    for (category, outcome), n in sorted(tally.items()):
-        print(f"  {category:26} {outcome:9} {n}")
-    assert not failures, f"seed {seed}: {len(failures)} wrong outcomes, e.g. {failures[:10]}"
+    report_outcomes(tally, failures, seed, 26)
 
     good.finish()
     assert not good.consume_errors, f"good consumer errors: {good.consume_errors[:5]}"
@@ -628,8 +640,7 @@ def test_every_advertised_api_and_version_answers_or_closes_on_mutated_frames(
     good = GoodClient(bootstrap, new_topic(suffix="-good"))
     good.start()
     good.wait_until(lambda: good.acked and good.consumed, "a first produced and consumed record")
-    hello = codec.encode_request(ApiKey.API_VERSIONS, 0, 7, CLIENT_ID, {})
-    hello = struct.pack(">i", len(hello)) + hello
+    hello = api_versions_frame()
     tally: dict[tuple[str, str], int] = {}
     wrong = []
     for i in range(0, len(plan), BATCH):
@@ -642,9 +653,7 @@ def test_every_advertised_api_and_version_answers_or_closes_on_mutated_frames(
             good.checkpoint()
         if hasattr(broker, "proc"):
             assert broker.running, f"the broker died (seed {seed})"
-    for (kind, outcome), n in sorted(tally.items()):
-        print(f"  {kind:24} {outcome:9} {n}")
-    assert not wrong, f"seed {seed}: {len(wrong)} wrong outcomes, e.g. {wrong[:10]}"
+    report_outcomes(tally, wrong, seed, 24)
     good.finish()
     if hasattr(broker, "proc"):
         log = broker.log_text()

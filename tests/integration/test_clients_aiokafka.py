@@ -52,6 +52,18 @@ def assigned_consumer(bootstrap: str, **conf: Any) -> AIOKafkaConsumer:
     )
 
 
+async def read_from_start(bootstrap: str, topic: str, n: int) -> list[Any]:
+    """The first `n` records of partition 0, read by a consumer outside any group."""
+    c = assigned_consumer(bootstrap)
+    await c.start()
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        await c.seek_to_beginning(TopicPartition(topic, 0))
+        return await getmany_n(c, n)
+    finally:
+        await c.stop()
+
+
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c or "none")
 def test_roundtrip_every_codec(bootstrap: str, new_topic, codec: str | None) -> None:
     topic = new_topic()
@@ -61,15 +73,7 @@ def test_roundtrip_every_codec(bootstrap: str, new_topic, codec: str | None) -> 
         meta = await produce_all(bootstrap, topic, records, compression_type=codec)
         assert [m.offset for m in meta] == list(range(60))
 
-        c = assigned_consumer(bootstrap)
-        await c.start()
-        try:
-            c.assign([TopicPartition(topic, 0)])
-            await c.seek_to_beginning(TopicPartition(topic, 0))
-            got = await getmany_n(c, 60)
-        finally:
-            await c.stop()
-        assert_read_back(records, got)
+        assert_read_back(records, await read_from_start(bootstrap, topic, 60))
 
     run(scenario())
 
@@ -156,13 +160,7 @@ def test_idempotent_producer(bootstrap: str, new_topic) -> None:
             bootstrap, topic, records, enable_idempotence=True, compression_type="gzip"
         )
         assert [m.offset for m in meta] == list(range(300))
-        c = assigned_consumer(bootstrap)
-        await c.start()
-        try:
-            c.assign([TopicPartition(topic, 0)])
-            await c.seek_to_beginning(TopicPartition(topic, 0))
-            assert [r.value for r in await getmany_n(c, 300)] == [r["value"] for r in records]
-        finally:
-            await c.stop()
+        got = await read_from_start(bootstrap, topic, 300)
+        assert [r.value for r in got] == [r["value"] for r in records]
 
     run(scenario())

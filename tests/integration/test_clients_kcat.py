@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from confluent_kafka import Producer
+from conftest import run_checked
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TS = 1_700_000_000_000
 
 
 def kcat_run(kcat: str, *args: str, stdin: str | None = None, timeout: float = 90.0) -> str:
-    proc = subprocess.run(
-        [kcat, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, f"kcat {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
-    return proc.stdout
+    return run_checked([kcat, *args], input=stdin, timeout=timeout).stdout
 
 
 def consume_json(kcat: str, bootstrap: str, topic: str, *extra: str) -> list[dict]:

@@ -6,7 +6,6 @@ and configs altered through one broker take effect on all of them."""
 from __future__ import annotations
 
 import json
-import time
 
 from background_producer import BackgroundProducer
 from cluster import SESSION_TIMEOUT_MS, Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
@@ -18,7 +17,6 @@ from confluent_kafka.admin import (
 )
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
-from odradek.broker.records.record import Record, build_batch
 from session_expiry import session_expired
 
 ALL = [1, 2, 3]
@@ -86,18 +84,6 @@ def leader_serving(c: Cluster, topic: str) -> int | None:
     return leader if parts and parts[0]["leader_id"] == leader else None
 
 
-def produce_raw(c: Cluster, broker: int, topic: str, value: bytes, acks: int = -1) -> int:
-    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=value)])
-    body = {
-        "transactional_id": None,
-        "acks": acks,
-        "timeout_ms": 10000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
-    }
-    resp = c[broker].request(ApiKey.PRODUCE, body)
-    return resp["responses"][0]["partition_responses"][0]["error_code"]
-
-
 def segment(c: Cluster, broker: int, topic: str) -> bytes:
     return (c[broker].data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
 
@@ -115,14 +101,17 @@ def test_expired_session_reregisters_and_rejoins_the_isr(cluster_factory) -> Non
         without = sorted(set(ALL) - {victim})
         c.wait_until(lambda: isr_everywhere(c, topic, victim) == without, "the ISR without it")
         for i in range(5):
-            assert produce_raw(c, leader, topic, f"while-away-{i}".encode()) == ErrorCode.NONE
+            assert (
+                c[leader].produce_one(topic, f"while-away-{i}".encode())["error_code"]
+                == ErrorCode.NONE
+            )
     # It catches up and the leader expands the ISR again; every broker learns it.
     c.wait_until(lambda: isr_everywhere(c, topic) == ALL, "the ISR with the broker back")
     assert sorted(state(c, topic)["isr"]) == ALL
     c.wait_until(
         lambda: segment(c, victim, topic) == segment(c, leader, topic), "the victim caught up"
     )
-    assert produce_raw(c, leader, topic, b"after") == ErrorCode.NONE
+    assert c[leader].produce_one(topic, b"after")["error_code"] == ErrorCode.NONE
 
 
 def test_sigterm_on_the_leader_under_an_acks_all_producer(cluster_factory) -> None:
@@ -195,7 +184,7 @@ def test_config_altered_through_one_broker_applies_on_all(cluster_factory) -> No
     create(c, topic)
     create(c, "plain")
     leader = c.wait_until(lambda: leader_serving(c, topic), "a serving leader")
-    assert produce_raw(c, leader, topic, b"y" * 4000) == ErrorCode.NONE
+    assert c[leader].produce_one(topic, b"y" * 4000)["error_code"] == ErrorCode.NONE
     # The admin client knows only one broker that neither leads the partition nor controls.
     via = next(b for b in ALL if b not in (leader, c.controller().broker_id))
     admin = AdminClient({"bootstrap.servers": c[via].bootstrap})
@@ -245,5 +234,5 @@ def test_config_altered_through_one_broker_applies_on_all(cluster_factory) -> No
     c.wait_until(topic_configs_everywhere, "the topic configs on every broker")
     c.wait_until(broker_default_everywhere, "the dynamic broker default on every broker")
     # The leader enforces the limit set through another broker.
-    assert produce_raw(c, leader, topic, b"z" * 4000) == ErrorCode.MESSAGE_TOO_LARGE
-    assert produce_raw(c, leader, topic, b"z" * 100) == ErrorCode.NONE
+    assert c[leader].produce_one(topic, b"z" * 4000)["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
+    assert c[leader].produce_one(topic, b"z" * 100)["error_code"] == ErrorCode.NONE

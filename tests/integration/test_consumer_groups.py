@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from polling import wait_until
+from resume_points import first_offsets
 
 WAIT_S = 90.0
 # The broker's group.min.session.timeout.ms: the shortest session a member may ask for.
@@ -427,13 +428,6 @@ def test_groups_and_offsets_survive_broker_restart(broker_factory, kill: bool) -
         finally:
             other.close()
         # A member of the group resumes where the group left off.
-        probe.subscribe([topic])
-        firsts: dict[int, int] = {}
-        deadline = time.monotonic() + WAIT_S
-        while len(firsts) < 3 and time.monotonic() < deadline:
-            msg = probe.poll(0.5)
-            if msg is not None and msg.error() is None:
-                firsts.setdefault(msg.partition(), msg.offset())
-        assert firsts == committed
+        assert first_offsets(probe, topic, 3, WAIT_S) == committed
     finally:
         probe.close()

@@ -11,6 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
+from conftest import run_checked
 from odradek.broker.client.admin import AdminClient
 from odradek.broker.client.cluster import TopicPartition
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
@@ -19,12 +20,8 @@ WAIT_S = 60.0
 
 
 def odradek(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "odradek.broker.cli", *args, "--bootstrap-server", bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = [sys.executable, "-m", "odradek.broker.cli"]
+    return run_checked([*cli, *args, "--bootstrap-server", bootstrap], check=False)
 
 
 def test_admin_client_and_cli_show_members_offsets_and_lag(bootstrap: str, new_topic) -> None:

@@ -41,6 +41,15 @@ def described_members(bootstrap: str, group: str) -> list[set[int]]:
     return [{tp.partition for tp in m.assignment.topic_partitions} for m in desc.members]
 
 
+# The group member settings kafka-python's and aiokafka's consumers share (same keywords).
+MEMBER = {
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "heartbeat_interval_ms": 500,
+    "session_timeout_ms": 10000,
+}
+
+
 def test_kafka_python_group(bootstrap: str, new_topic) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
@@ -54,14 +63,7 @@ def test_kafka_python_group(bootstrap: str, new_topic) -> None:
     failures: list[BaseException] = []
 
     def member(i: int) -> None:
-        c = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            heartbeat_interval_ms=500,
-            session_timeout_ms=10000,
-        )
+        c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, **MEMBER)
         # kafka-python 3.0.12 loses a JoinGroup still in flight when a poll returns before it
         # is answered and the leader's own assignment has meanwhile made need_rejoin() false:
         # that member then never applies its assignment nor heartbeats again (seen in packet
@@ -123,15 +125,7 @@ def test_aiokafka_group(bootstrap: str, new_topic) -> None:
     async def main() -> None:
         seen: set[tuple[int, int]] = set()
         consumers = [
-            AIOKafkaConsumer(
-                topic,
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                heartbeat_interval_ms=500,
-                session_timeout_ms=10000,
-            )
+            AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, **MEMBER)
             for _ in range(2)
         ]
         for c in consumers:

@@ -10,6 +10,7 @@ from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
 from confluent_kafka import Consumer, Producer, TopicPartition
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from resume_points import first_offsets
 
 TOPIC = "orders"
 GROUP = "failover-group"
@@ -86,14 +87,7 @@ def test_coordinator_failover_keeps_offsets_and_group(cluster_factory) -> None:
             break
         assert committed == [4, 7]
         # The group works on its new coordinator and resumes from the committed offsets.
-        second.subscribe([TOPIC])
-        firsts: dict[int, int] = {}
-        deadline = time.monotonic() + WAIT_S
-        while len(firsts) < 2 and time.monotonic() < deadline:
-            msg = second.poll(0.5)
-            if msg is not None and msg.error() is None:
-                firsts.setdefault(msg.partition(), msg.offset())
-        assert firsts == {0: 4, 1: 7}
+        assert first_offsets(second, TOPIC, 2, WAIT_S) == {0: 4, 1: 7}
     finally:
         second.close()
     described = c[new].request(ApiKey.DESCRIBE_GROUPS, {"groups": [GROUP]}, version=5)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from odradek.broker.client.connection import BrokerConnection
@@ -75,7 +77,9 @@ class Member:
         return (await self.conn.request(ApiKey.HEARTBEAT, body, 3))["error_code"]
 
 
-async def coordinator(bootstrap: str, group: str) -> BrokerConnection:
+@asynccontextmanager
+async def coordinator(bootstrap: str, group: str) -> AsyncIterator[BrokerConnection]:
+    """A connection to the coordinator of `group`, found through the bootstrap broker."""
     host, _, port = bootstrap.rpartition(":")
     conn = await BrokerConnection.open(host, int(port))
     loop = asyncio.get_running_loop()
@@ -88,7 +92,9 @@ async def coordinator(bootstrap: str, group: str) -> BrokerConnection:
         assert loop.time() < deadline, "no coordinator"
         await asyncio.sleep(0.1)
     await conn.close()
-    return await BrokerConnection.open(resp["host"], resp["port"])
+    conn = await BrokerConnection.open(resp["host"], resp["port"])
+    async with conn:
+        yield conn
 
 
 async def retry_loading(call: Any) -> dict[str, Any]:
@@ -133,8 +139,7 @@ def test_client_errors_leave_the_group_alone(bootstrap: str, new_topic) -> None:
     group = f"{topic}-group"
 
     async def main() -> None:
-        conn = await coordinator(bootstrap, group)
-        try:
+        async with coordinator(bootstrap, group) as conn:
             a = Member(conn, group, topic)
             joined = await retry_loading(a.join)
             assert joined["error_code"] == E.NONE and joined["leader"] == a.member_id
@@ -194,8 +199,6 @@ def test_client_errors_leave_the_group_alone(bootstrap: str, new_topic) -> None:
             )
             (p,) = fetched["topics"][0]["partitions"]
             assert (p["committed_offset"], p["metadata"], p["error_code"]) == (5, "m" * 4096, 0)
-        finally:
-            await conn.close()
 
     asyncio.run(main())
 
@@ -205,8 +208,7 @@ def test_member_id_required_and_versions_without_it(bootstrap: str, new_topic) -
     group = f"{topic}-group"
 
     async def main() -> None:
-        conn = await coordinator(bootstrap, group)
-        try:
+        async with coordinator(bootstrap, group) as conn:
             body = {
                 "group_id": group,
                 "session_timeout_ms": 10000,
@@ -246,8 +248,6 @@ def test_member_id_required_and_versions_without_it(bootstrap: str, new_topic) -
                 E.INVALID_GROUP_ID,
                 E.NOT_COORDINATOR,
             )
-        finally:
-            await conn.close()
 
     asyncio.run(main())
 
@@ -260,8 +260,7 @@ def test_offsets_v0_store_batched_fetch_and_admin(bootstrap: str, new_topic) -> 
     async def main() -> None:
         host, _, port = bootstrap.rpartition(":")
         any_conn = await BrokerConnection.open(host, int(port))
-        conn = await coordinator(bootstrap, group)
-        try:
+        async with any_conn, coordinator(bootstrap, group) as conn:
             # FindCoordinator v4+ answers several keys at once.
             found = await any_conn.request(
                 ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group, other]}, 4
@@ -280,15 +279,12 @@ def test_offsets_v0_store_batched_fetch_and_admin(bootstrap: str, new_topic) -> 
             new = await retry_loading(lambda: conn.request(ApiKey.OFFSET_FETCH, fetch, 3))
             assert [p["committed_offset"] for p in new["topics"][0]["partitions"]] == [-1, -1]
             for g, offset in ((group, 21), (other, 31)):
-                c = await coordinator(bootstrap, g)
-                try:
+                async with coordinator(bootstrap, g) as c:
                     body = commit_body(g, "", -1, topic, offset, "meta")
                     resp = await retry_loading(
                         lambda c=c, body=body: c.request(ApiKey.OFFSET_COMMIT, body, 9)
                     )
                     assert partition_error(resp) == E.NONE
-                finally:
-                    await c.close()
             # OffsetFetch v8+: several groups, a null topic list meaning "everything".
             if found["coordinators"][0]["node_id"] == found["coordinators"][1]["node_id"]:
                 multi = await conn.request(
@@ -341,8 +337,5 @@ def test_offsets_v0_store_batched_fetch_and_admin(bootstrap: str, new_topic) -> 
             assert [g["group_state"] for g in described["groups"]] == ["Dead", "Dead"]
             after = await conn.request(ApiKey.OFFSET_FETCH, dict(fetch, group_id=other), 5)
             assert [p["committed_offset"] for p in after["topics"][0]["partitions"]] == [-1, -1]
-        finally:
-            await conn.close()
-            await any_conn.close()
 
     asyncio.run(main())

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
+from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire, sasl_broker
 from kafka.net import sasl as kafka_sasl
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from odradek.broker.protocol.api_keys import ApiKey
@@ -52,16 +52,9 @@ class TokenBroker:
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBroker]:
-    if EXTERNAL_BOOTSTRAP:
-        pytest.skip("needs its own broker process")
-    base = tmp_path_factory.mktemp("tokens")
-    plain, sasl = free_port(), free_port()
-    broker = OdradekBroker(
-        base / "data",
-        base / "logs",
-        port=plain,
-        overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+    broker, sasl = sasl_broker(
+        tmp_path_factory.mktemp("tokens"),
+        {
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
             "delegation.token.secret.key": "odradek-token-secret",
             "delegation.token.expiry.check.interval.ms": "300",

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import run_checked
 from odradek.broker import kafka_tools
 
 ODRADEK = str(Path(sys.executable).parent / "odradek")  # the installed console script
@@ -23,16 +24,7 @@ TIMEOUT = 120
 
 
 def odradek(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [ODRADEK, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert proc.returncode == 0, f"odradek {' '.join(args)}: {proc.returncode}\n{proc.stderr}"
-    return proc
+    return run_checked([ODRADEK, *args], env=env, timeout=TIMEOUT)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

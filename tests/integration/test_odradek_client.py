@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import pytest
+from conftest import run
 from odradek.broker.client import (
     AdminClient,
     AlterConfigOp,
@@ -26,15 +25,6 @@ from odradek.broker.client import (
     TopicPartition,
 )
 from odradek.broker.client.producer import default_partition
-
-T = TypeVar("T")
-
-
-def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 120) -> T:
-    async def main() -> T:
-        return await asyncio.wait_for(coro_fn(), timeout)
-
-    return asyncio.run(main())
 
 
 async def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
@@ -56,6 +46,12 @@ async def create(admin: AdminClient, name: str, partitions: int = 1, **configs: 
         name, partitions, 1, {k.replace("_", "."): v for k, v in configs.items()}
     )
     await wait_for_leaders(admin, name, partitions)
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """`create` through an admin client of its own."""
+    async with AdminClient(bootstrap) as admin:
+        await create(admin, name, partitions)
 
 
 async def consume_all(consumer: Consumer, expected: int, timeout: float = 30) -> list:
@@ -297,8 +293,7 @@ def test_list_offsets_delete_records_and_log_dirs(bootstrap: str, topic_name: st
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_consume_round_trip(bootstrap: str, topic_name: str, compression: str) -> None:
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 3)
+        await create_topic(bootstrap, topic_name, 3)
         sent = []
         async with Producer(bootstrap, compression=compression, linger_ms=10) as producer:
             futures = []
@@ -345,8 +340,7 @@ def test_produce_consume_round_trip(bootstrap: str, topic_name: str, compression
 @pytest.mark.parametrize("sessions", [True, False], ids=["sessions", "no-sessions"])
 def test_consumer_positions_and_live_tail(bootstrap: str, topic_name: str, sessions: bool) -> None:
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 2)
+        await create_topic(bootstrap, topic_name, 2)
         tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
         async with Producer(bootstrap, linger_ms=0) as producer:
             for i in range(20):
@@ -396,8 +390,7 @@ def test_consumer_positions_and_live_tail(bootstrap: str, topic_name: str, sessi
 
 def test_out_of_range_offset_resets(bootstrap: str, topic_name: str) -> None:
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 1)
+        await create_topic(bootstrap, topic_name, 1)
         tp = TopicPartition(topic_name, 0)
         async with Producer(bootstrap) as producer:
             for i in range(5):
@@ -420,8 +413,7 @@ def test_out_of_range_offset_resets(bootstrap: str, topic_name: str) -> None:
 
 def test_acks_and_large_records(bootstrap: str, topic_name: str) -> None:
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 1)
+        await create_topic(bootstrap, topic_name, 1)
         big = bytes(range(256)) * 2000  # 512 KB, bigger than a batch
         async with Producer(bootstrap, acks=0, linger_ms=0) as producer:
             meta = await producer.send_and_wait(topic_name, b"acks0")
@@ -455,8 +447,7 @@ def test_interoperates_with_confluent_kafka(bootstrap: str, topic_name: str) -> 
         from confluent_kafka import Producer as CKProducer
 
     async def produce_ours() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 1)
+        await create_topic(bootstrap, topic_name, 1)
         async with Producer(bootstrap, compression="lz4") as producer:
             for i in range(50):
                 await producer.send(topic_name, f"ours-{i}".encode(), key=b"k", headers={"h": "v"})
@@ -501,8 +492,7 @@ def test_interoperates_with_confluent_kafka(bootstrap: str, topic_name: str) -> 
 
 def test_producer_waits_for_buffer_space(bootstrap: str, topic_name: str) -> None:
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
-            await create(admin, topic_name, 2)
+        await create_topic(bootstrap, topic_name, 2)
         async with Producer(bootstrap, buffer_memory=20_000, batch_size=4096) as producer:
             futures = [await producer.send(topic_name, bytes(200)) for _ in range(1000)]
             assert producer._buffered <= 20_000 + 300

@@ -150,16 +150,7 @@ def test_quota_altered_through_one_broker_applies_on_another(cluster_factory) ->
     b3 = cluster[3]
     assert _throttle_of_one_produce(b3.host, b3.port, "limited", body) == 0
 
-    alter = {
-        "entries": [
-            {
-                "entity": [{"entity_type": "client-id", "entity_name": "limited"}],
-                "ops": [{"key": "producer_byte_rate", "value": 10_240.0, "remove": False}],
-            }
-        ],
-        "validate_only": False,
-    }
-    assert cluster[1].request(ApiKey.ALTER_CLIENT_QUOTAS, alter)["entries"][0]["error_code"] == 0
+    assert cluster[1].alter_client_quota("limited", "producer_byte_rate", 10_240.0) == 0
     throttle = cluster.wait_until(
         lambda: _throttle_of_one_produce(b3.host, b3.port, "limited", body),
         "broker 3 to throttle the client id limited through broker 1",

@@ -12,7 +12,6 @@ from background_producer import BackgroundProducer
 from cluster import Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
-from odradek.broker.records.record import Record, build_batch
 
 TOPIC = "replicated"
 OVERRIDES = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "10000"}
@@ -81,18 +80,6 @@ def test_acks_all_survives_kill_9_of_the_leader(cluster_factory, idempotent: boo
         assert len(seen) == len(set(seen)), "a record was written twice"
 
 
-def produce_raw(c: Cluster, broker: int, acks: int) -> dict:
-    batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=b"x")])
-    body = {
-        "transactional_id": None,
-        "acks": acks,
-        "timeout_ms": 10000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
-    }
-    resp = c[broker].request(ApiKey.PRODUCE, body)
-    return resp["responses"][0]["partition_responses"][0]
-
-
 def log_end(c: Cluster, broker: int) -> int:
     body = {
         "replica_id": -1,
@@ -107,17 +94,17 @@ def test_acks_all_refused_with_one_in_sync_replica(cluster_factory) -> None:
     c = cluster_factory(3, OVERRIDES)
     create(c)
     leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
-    assert produce_raw(c, leader, -1)["error_code"] == ErrorCode.NONE
+    assert c[leader].produce_one(TOPIC, b"x", -1)["error_code"] == ErrorCode.NONE
     for b in (1, 2, 3):
         if b != leader:
             c[b].kill()
     # acks=1 is not bound by min.insync.replicas; the followers now lag behind this write, and
     # the leader removes them from the ISR after replica.lag.time.max.ms.
-    assert produce_raw(c, leader, 1)["error_code"] == ErrorCode.NONE
+    assert c[leader].produce_one(TOPIC, b"x", 1)["error_code"] == ErrorCode.NONE
     c.wait_until(lambda: partition_state(c)["isr"] == [leader], "the ISR down to the leader")
     c.wait_until(lambda: leader_serving(c) == leader, "the leader serving alone")
     end = c.wait_until(lambda: log_end(c, leader) == 2 and 2, "the high watermark at 2")
-    result = produce_raw(c, leader, -1)
+    result = c[leader].produce_one(TOPIC, b"x", -1)
     assert result["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert log_end(c, leader) == end
 
@@ -131,7 +118,7 @@ def test_divergent_logs_end_byte_identical(cluster_factory) -> None:
     create(c)
     old = c.wait_until(lambda: leader_serving(c), "a serving leader")
     for _ in range(3):
-        assert produce_raw(c, old, -1)["error_code"] == ErrorCode.NONE
+        assert c[old].produce_one(TOPIC, b"x", -1)["error_code"] == ErrorCode.NONE
     followers = [b for b in (1, 2, 3) if b != old]
     for b in followers:
         c[b].pause()
@@ -139,7 +126,7 @@ def test_divergent_logs_end_byte_identical(cluster_factory) -> None:
     # a tail that only the old leader gets: acks=1 does not wait for anyone.
     time.sleep(1.0)
     for _ in range(2):
-        assert produce_raw(c, old, 1)["error_code"] == ErrorCode.NONE
+        assert c[old].produce_one(TOPIC, b"x", 1)["error_code"] == ErrorCode.NONE
     c[old].kill()
     for b in followers:
         c[b].resume()
@@ -147,7 +134,8 @@ def test_divergent_logs_end_byte_identical(cluster_factory) -> None:
         lambda: (leader_serving(c) or old) != old and leader_serving(c), "a new leader"
     )
     c.wait_until(
-        lambda: produce_raw(c, new, -1)["error_code"] == ErrorCode.NONE, "an acks=all write"
+        lambda: c[new].produce_one(TOPIC, b"x", -1)["error_code"] == ErrorCode.NONE,
+        "an acks=all write",
     )
     c[old].start()
     c.wait_until(lambda: full_isr(c), "the old leader back in the ISR")

@@ -3,11 +3,8 @@ AdminClient and the project's own admin client; everything survives a broker res
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import pytest
 from cluster import Cluster, cluster_factory_fixture  # noqa: F401  (fixture)
@@ -26,18 +23,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from confluent_kafka.error import KafkaError as CKafkaError
+from conftest import run
 from odradek.broker.client import admin as ours
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
-
-T = TypeVar("T")
-
-
-def run(coro_fn: Callable[[], Awaitable[T]], timeout: float = 60) -> T:
-    async def main() -> T:
-        return await asyncio.wait_for(coro_fn(), timeout)
-
-    return asyncio.run(main())
 
 
 def confluent_admin(bootstrap: str) -> AdminClient:
@@ -176,9 +165,9 @@ def test_scram_and_quotas_with_project_admin(broker_factory) -> None:
                 "alice": [ours.ScramCredentialInfo(2, 4096)]
             }
 
-    run(first)
+    run(first, 60)
     broker.restart()
-    run(second)
+    run(second, 60)
 
 
 def test_any_broker_of_a_cluster_serves_the_same_acls_credentials_and_quotas(
@@ -190,16 +179,7 @@ def test_any_broker_of_a_cluster_serves_the_same_acls_credentials_and_quotas(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [], "upsertions": [upsert]}
     )
     assert resp["results"][0]["error_code"] == 0
-    quota = {
-        "entries": [
-            {
-                "entity": [{"entity_type": "client-id", "entity_name": "app"}],
-                "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}],
-            }
-        ],
-        "validate_only": False,
-    }
-    assert cluster[1].request(ApiKey.ALTER_CLIENT_QUOTAS, quota)["entries"][0]["error_code"] == 0
+    assert cluster[1].alter_client_quota("app", "producer_byte_rate", 1048576.0) == 0
     acl = {
         "resource_type": 2, "resource_name": "orders", "resource_pattern_type": 3,
         "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3,

@@ -137,20 +137,33 @@ def _expected(n: int = 20) -> list[bytes]:
     return [f"m{i}".encode() for i in range(n)]
 
 
-def _sasl_ssl(secure: SecureBroker, user: str, password: str) -> dict[str, str]:
-    return {
-        "bootstrap.servers": secure.addr("SASL_SSL"),
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
+def _sasl(secure: SecureBroker, listener: str, user: str, password: str) -> dict[str, str]:
+    """A confluent-kafka login on the SASL_SSL (SCRAM-SHA-512) or SASL_PLAINTEXT (PLAIN)
+    listener."""
+    conf = {
+        "bootstrap.servers": secure.addr(listener),
+        "security.protocol": listener,
+        "sasl.mechanism": "SCRAM-SHA-512" if listener == "SASL_SSL" else "PLAIN",
         "sasl.username": user,
         "sasl.password": password,
-        "ssl.ca.location": str(secure.ca.pem.cert),
     }
+    if listener == "SASL_SSL":
+        conf["ssl.ca.location"] = str(secure.ca.pem.cert)
+    return conf
 
 
-def test_confluent_sasl_ssl_scram_sha512(secure: SecureBroker) -> None:
+@pytest.mark.parametrize(
+    ("listener", "user", "password"),
+    [
+        pytest.param("SASL_SSL", "alice", "alice-scram", id="sasl-ssl-scram-sha512"),
+        pytest.param("SASL_PLAINTEXT", "bob", "bob-plain", id="sasl-plaintext-plain"),
+    ],
+)
+def test_confluent_sasl_login(
+    secure: SecureBroker, listener: str, user: str, password: str
+) -> None:
     topic = _topic(secure)
-    assert _produce_consume(_sasl_ssl(secure, "alice", "alice-scram"), topic) == _expected()
+    assert _produce_consume(_sasl(secure, listener, user, password), topic) == _expected()
 
 
 def test_confluent_ssl_client_certificate(secure: SecureBroker) -> None:
@@ -178,32 +191,11 @@ def test_ssl_client_without_certificate_is_refused(secure: SecureBroker) -> None
                     raise EOFError("closed by the broker")
 
 
-def test_confluent_sasl_plaintext_plain(secure: SecureBroker) -> None:
-    topic = _topic(secure)
-    conf = {
-        "bootstrap.servers": secure.addr("SASL_PLAINTEXT"),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "bob",
-        "sasl.password": "bob-plain",
-    }
-    assert _produce_consume(conf, topic) == _expected()
-
-
 @pytest.mark.parametrize(
     "conf_fn",
     [
-        pytest.param(lambda s: _sasl_ssl(s, "alice", "wrong"), id="scram-sha-512"),
-        pytest.param(
-            lambda s: {
-                "bootstrap.servers": s.addr("SASL_PLAINTEXT"),
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice",
-                "sasl.password": "wrong",
-            },
-            id="plain",
-        ),
+        pytest.param(lambda s: _sasl(s, "SASL_SSL", "alice", "wrong"), id="scram-sha-512"),
+        pytest.param(lambda s: _sasl(s, "SASL_PLAINTEXT", "alice", "wrong"), id="plain"),
     ],
 )
 def test_wrong_password_fails_and_reads_nothing(secure: SecureBroker, conf_fn) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from authz_clients import consume, produce_errors
@@ -19,12 +20,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import EXTERNAL_BOOTSTRAP, OdradekBroker, retire
+from conftest import OdradekBroker, retire, sasl_broker
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
-from odradek.broker.testing.processes import free_port
 from polling import wait_until
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw"}
@@ -55,16 +55,9 @@ class AclBroker:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    if EXTERNAL_BOOTSTRAP:
-        pytest.skip("needs its own broker process")
-    base = tmp_path_factory.mktemp("authz")
-    plain, sasl = free_port(), free_port()
-    broker = OdradekBroker(
-        base / "data",
-        base / "logs",
-        port=plain,
-        overrides={
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+    broker, sasl = sasl_broker(
+        tmp_path_factory.mktemp("authz"),
+        {
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -85,6 +78,18 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def offset_one_of(topic: str) -> list[dict[str, Any]]:
+    """The `topics` of an (Txn)OffsetCommit request that commits offset 1 of partition 0."""
+    return [{"name": topic, "partitions": [
+        {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+         "committed_metadata": ""}]}]  # fmt: skip
+
+
+def commit_error(response: dict[str, Any]) -> int:
+    """The error code of that one partition in an (Txn)OffsetCommit response."""
+    return response["topics"][0]["partitions"][0]["error_code"]
 
 
 def create_topic(secured: AclBroker, name: str, records: int = 0) -> None:
@@ -200,12 +205,9 @@ def test_raw_requests_get_authorization_errors(secured: AclBroker) -> None:
             ApiKey.OFFSET_COMMIT,
             8,
             {"group_id": unique("g"), "generation_id_or_member_epoch": -1, "member_id": "",
-             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                 {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                  "committed_metadata": ""}]}]},
+             "group_instance_id": None, "topics": offset_one_of(topic)},
         )  # fmt: skip
-        code = committed["topics"][0]["partitions"][0]["error_code"]
-        assert code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert commit_error(committed) == ErrorCode.GROUP_AUTHORIZATION_FAILED
         created = alice.call(
             ApiKey.CREATE_TOPICS,
             5,
@@ -349,12 +351,9 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
             3,
             {"transactional_id": txn_id, "group_id": group, "producer_id": pid,
              "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                 {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                  "committed_metadata": ""}]}]},
+             "group_instance_id": None, "topics": offset_one_of(topic)},
         )  # fmt: skip
-        code = committed["topics"][0]["partitions"][0]["error_code"]
-        assert code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert commit_error(committed) == ErrorCode.GROUP_AUTHORIZATION_FAILED
         markers = alice.call(
             ApiKey.WRITE_TXN_MARKERS,
             1,

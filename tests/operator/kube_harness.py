@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ipaddress
 import json
 import os
 import re
-import signal
 import socket
 import ssl
 import subprocess
@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from certs import ca_certificate, key_pem, leaf_certificate
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from odradek.broker.client import AdminClient
-from odradek.broker.testing.processes import free_port
+from odradek.broker.testing.processes import free_port, terminate
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +89,9 @@ def require_tools(*names: str) -> Path:
 # -- certificates --------------------------------------------------------------------------
 
 
+BACKDATE = datetime.timedelta(minutes=5)  # clock skew between the test and the API server
+
+
 class PKI:
     """A throw-away CA and the certificates and keys the control plane needs."""
 
@@ -96,35 +100,10 @@ class PKI:
         directory.mkdir(parents=True, exist_ok=True)
         self.ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "odradek-test-ca")])
-        now = datetime.datetime.now(datetime.UTC)
-        self.ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self.ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self.ca_key, hashes.SHA256())
-        )
+        self.ca_cert = ca_certificate(name, self.ca_key, BACKDATE, signs_data=True)
         self.ca_path = self._write("ca.crt", self.ca_cert.public_bytes(serialization.Encoding.PEM))
         sa = ec.generate_private_key(ec.SECP256R1())
-        self.sa_key_path = self._write("sa.key", _key_pem(sa))
+        self.sa_key_path = self._write("sa.key", key_pem(sa))
         self.sa_pub_path = self._write(
             "sa.pub",
             sa.public_key().public_bytes(
@@ -151,49 +130,17 @@ class PKI:
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self.ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        )
-        if server:
-            import ipaddress
-
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName("localhost"),
-                        x509.DNSName("kubernetes.default.svc"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            ).add_extension(
-                x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
-        else:
-            builder = builder.add_extension(
-                x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
-            )
-        cert = builder.sign(self.ca_key, hashes.SHA256())
+        names: list[x509.GeneralName] = [
+            x509.DNSName("localhost"),
+            x509.DNSName("kubernetes.default.svc"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        ]
+        ca = (self.ca_cert.subject, self.ca_key)
+        cert = leaf_certificate(x509.Name(attrs), ca, key, BACKDATE, names if server else None)
         return (
             self._write(f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM)),
-            self._write(f"{name}.key", _key_pem(key)),
+            self._write(f"{name}.key", key_pem(key)),
         )
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
 
 
 # -- processes -----------------------------------------------------------------------------
@@ -237,14 +184,8 @@ class Process:
             )
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            terminate(self.proc, timeout)
 
     def tail(self, lines: int = 60) -> str:
         try:

@@ -29,6 +29,11 @@ def quota(name: str, *, bootstrap: str | None, cluster: str = "main", **spec: An
     return resource("Quota", name, bootstrap=bootstrap, cluster=cluster, **spec)
 
 
+def user_quota(name: str, bootstrap: str, user: str, **rates: int) -> dict:
+    """A Quota resource `name` for the user `user` on the brokers at `bootstrap`."""
+    return quota(name, bootstrap=bootstrap, user={"name": user}, **rates)
+
+
 def broker_quotas(bootstrap: str) -> dict[Entity, dict[str, float]]:
     return admin_call(bootstrap, lambda a: a.describe_client_quotas())
 
@@ -44,10 +49,10 @@ def test_quota_applied_changed_and_deleted(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     kube.apply(
-        quota(
+        user_quota(
             "alice",
-            bootstrap=broker.bootstrap,
-            user={"name": "alice"},
+            broker.bootstrap,
+            "alice",
             producerByteRate=1048576,
             consumerByteRate=2097152,
             requestPercentage=50,
@@ -85,13 +90,7 @@ def test_quota_applied_changed_and_deleted(
 
     # a key dropped from spec is removed from the entity; a changed one is set
     kube.apply(
-        quota(
-            "alice",
-            bootstrap=broker.bootstrap,
-            user={"name": "alice"},
-            producerByteRate=4096,
-            requestPercentage=50,
-        ),
+        user_quota("alice", broker.bootstrap, "alice", producerByteRate=4096, requestPercentage=50),
         namespace,
     )
     obj = wait_ready(kube, "quota", namespace, "alice")
@@ -144,10 +143,7 @@ def test_quota_changed_on_the_broker_is_reverted(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     carol: Entity = (("user", "carol"),)
-    kube.apply(
-        quota("carol", bootstrap=broker.bootstrap, user={"name": "carol"}, producerByteRate=5000),
-        namespace,
-    )
+    kube.apply(user_quota("carol", broker.bootstrap, "carol", producerByteRate=5000), namespace)
     wait_ready(kube, "quota", namespace, "carol")
     alter_on_broker(
         broker.bootstrap, carol, {"producer_byte_rate": 9999, "consumer_byte_rate": 7777}
@@ -190,15 +186,9 @@ def test_two_quotas_for_one_entity_the_older_wins(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
     dave: Entity = (("user", "dave"),)
-    kube.apply(
-        quota("first", bootstrap=broker.bootstrap, user={"name": "dave"}, producerByteRate=1111),
-        namespace,
-    )
+    kube.apply(user_quota("first", broker.bootstrap, "dave", producerByteRate=1111), namespace)
     wait_ready(kube, "quota", namespace, "first")
-    kube.apply(
-        quota("second", bootstrap=broker.bootstrap, user={"name": "dave"}, producerByteRate=2222),
-        namespace,
-    )
+    kube.apply(user_quota("second", broker.bootstrap, "dave", producerByteRate=2222), namespace)
     obj = wait_reason(kube, "quota", namespace, "second", "ResourceConflict")
     assert f"{namespace}/first" in condition(obj)["message"]
     assert broker_quotas(broker.bootstrap)[dave] == {"producer_byte_rate": 1111.0}

@@ -25,14 +25,8 @@ from kube_harness import (
     wait_reason,
     wait_until,
 )
-from odradek.broker.client import (
-    AdminClient,
-    AlterConfigOp,
-    ConfigResource,
-    ConfigSource,
-    ErrorCode,
-    KafkaError,
-)
+from odradek.broker.client import AdminClient, AlterConfigOp, ConfigResource
+from odradek.operator.kafka_io import read_topic
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -54,17 +48,8 @@ def broker_topic(bootstrap: str, name: str) -> tuple[int, int, dict[str, str]] |
     """(partitions, replication factor, config overrides) on the broker, or None."""
 
     async def go(admin: AdminClient) -> tuple[int, int, dict[str, str]] | None:
-        try:
-            desc = await admin.describe_topic(name)
-        except KafkaError as e:
-            if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return None
-            raise
-        entries = await admin.describe_topic_configs(name)
-        overrides = {
-            k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
-        }
-        return len(desc.partitions), desc.replication_factor, overrides
+        actual = await read_topic(admin, name)
+        return None if actual is None else (actual.partitions, actual.replicas, actual.config)
 
     return admin_call(bootstrap, go)
 
@@ -228,15 +213,12 @@ def test_drift_is_reverted_under_revert(
 def test_drift_is_reported_under_report(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
-    kube.apply(
-        topic(
-            "watched",
-            bootstrap=broker.bootstrap,
-            config={"retention.ms": "100000"},
-            driftPolicy="Report",
-        ),
-        namespace,
-    )
+    def watched(retention_ms: str) -> dict:
+        """The Topic under test: drift is reported, not reverted."""
+        config = {"retention.ms": retention_ms}
+        return topic("watched", bootstrap=broker.bootstrap, config=config, driftPolicy="Report")
+
+    kube.apply(watched("100000"), namespace)
     wait_ready(kube, "topic", namespace, "watched")
     alter_on_broker(broker.bootstrap, "watched", [AlterConfigOp.set("retention.ms", "7000")])
     obj = wait_reason(kube, "topic", namespace, "watched", "Drifted")
@@ -250,15 +232,7 @@ def test_drift_is_reported_under_report(
     assert broker_topic(broker.bootstrap, "watched")[2] == {"retention.ms": "7000"}
     assert "DriftDetected" in event_reasons(kube, namespace, "watched")
     # accepting the brokers' value in spec ends the drift
-    kube.apply(
-        topic(
-            "watched",
-            bootstrap=broker.bootstrap,
-            config={"retention.ms": "7000"},
-            driftPolicy="Report",
-        ),
-        namespace,
-    )
+    kube.apply(watched("7000"), namespace)
     obj = wait_ready(kube, "topic", namespace, "watched")
     assert obj["status"]["drift"] == []
 
@@ -363,25 +337,14 @@ def test_existing_topic_is_adopted(
 def test_two_resources_for_one_topic_the_older_wins(
     kube: ControlPlane, broker: Broker, operator: Operator, namespace: str
 ) -> None:
-    kube.apply(
-        topic(
-            "first",
-            bootstrap=broker.bootstrap,
-            topicName="Shared_Topic",
-            config={"retention.ms": "1111"},
-        ),
-        namespace,
-    )
+    def claim(name: str, retention_ms: str) -> dict:
+        """A Topic resource for the broker topic Shared_Topic."""
+        config = {"retention.ms": retention_ms}
+        return topic(name, bootstrap=broker.bootstrap, topicName="Shared_Topic", config=config)
+
+    kube.apply(claim("first", "1111"), namespace)
     wait_ready(kube, "topic", namespace, "first")
-    kube.apply(
-        topic(
-            "second",
-            bootstrap=broker.bootstrap,
-            topicName="Shared_Topic",
-            config={"retention.ms": "2222"},
-        ),
-        namespace,
-    )
+    kube.apply(claim("second", "2222"), namespace)
     obj = wait_reason(kube, "topic", namespace, "second", "ResourceConflict")
     assert f"{namespace}/first" in condition(obj)["message"]
     assert broker_topic(broker.bootstrap, "Shared_Topic")[2] == {"retention.ms": "1111"}

@@ -454,25 +454,15 @@ def test_two_users_for_one_principal_the_older_wins(
 ) -> None:
     b, p = secure_broker, namespace
     username = f"shared-{p}"
-    kube.apply(
-        user(
-            "first",
-            bootstrap=b.bootstrap,
-            username=username,
-            authorization={"acls": [rule("topic", f"{p}-1", "Read")]},
-        ),
-        namespace,
-    )
+
+    def reader(name: str, topic: str) -> dict:
+        """A User of the shared principal that may read `topic`."""
+        acls = [rule("topic", topic, "Read")]
+        return user(name, bootstrap=b.bootstrap, username=username, authorization={"acls": acls})
+
+    kube.apply(reader("first", f"{p}-1"), namespace)
     wait_ready(kube, "user", namespace, "first")
-    kube.apply(
-        user(
-            "second",
-            bootstrap=b.bootstrap,
-            username=username,
-            authorization={"acls": [rule("topic", f"{p}-2", "Read")]},
-        ),
-        namespace,
-    )
+    kube.apply(reader("second", f"{p}-2"), namespace)
     obj = wait_reason(kube, "user", namespace, "second", "ResourceConflict")
     assert f"{namespace}/first" in condition(obj)["message"]
     kube.kubectl("delete", "user", "second", "-n", namespace, "--timeout=60s")

@@ -108,29 +108,27 @@ def test_decode_fetched_log_append_time() -> None:
     assert all(r.timestamp_type == 1 for r in out)
 
 
+def marker(control: ControlType, producer_id: int, *, base_offset: int) -> bytes:
+    """A transaction marker of producer epoch 0 from coordinator epoch 0."""
+    return build_control_batch(
+        control,
+        producer_id=producer_id,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        timestamp=1,
+        base_offset=base_offset,
+    )
+
+
 def test_decode_fetched_skips_control_batches_and_aborted_transactions() -> None:
     committed = build_batch(
         records(2), base_offset=0, producer_id=5, producer_epoch=0, transactional=True
     )
-    commit = build_control_batch(
-        ControlType.COMMIT,
-        producer_id=5,
-        producer_epoch=0,
-        coordinator_epoch=0,
-        timestamp=1,
-        base_offset=2,
-    )
+    commit = marker(ControlType.COMMIT, 5, base_offset=2)
     aborted = build_batch(
         records(2, 10), base_offset=3, producer_id=6, producer_epoch=0, transactional=True
     )
-    abort = build_control_batch(
-        ControlType.ABORT,
-        producer_id=6,
-        producer_epoch=0,
-        coordinator_epoch=0,
-        timestamp=1,
-        base_offset=5,
-    )
+    abort = marker(ControlType.ABORT, 6, base_offset=5)
     plain = build_batch(records(1, 20), base_offset=6)
     data = committed + commit + aborted + abort + plain
     out, nxt = decode_fetched(TP, data, 0)  # read_uncommitted: only markers are hidden

@@ -128,6 +128,16 @@ async def start_brokers(
     return started
 
 
+async def broker_with_topic(
+    store: EmbeddedStore, topic: str, partitions: int, props: dict[str, str] | None = None
+) -> Broker:
+    """Broker 0 alone (so the controller), with `topic` created (one replica) and settled."""
+    (b,) = await start_brokers(store, {}, props or {})
+    await b.admin.create_topic(topic, partitions, 1)
+    await settle(store, b)
+    return b
+
+
 def state(store: EmbeddedStore, topic: str, partition: int) -> tuple[dict, int]:
     data, stat = store.get(zk.partition_state_path(topic, partition))
     return json.loads(data), stat.version
@@ -222,10 +232,7 @@ def test_restart_reloads_topics_without_new_leader_epochs(tmp_path):
 
 def test_deletion_disabled_discards_the_request(store):
     async def scenario():
-        b = Broker(store, 0, {}, **{"delete.topic.enable": "false"})
-        await b.start()
-        await b.admin.create_topic("keep", 1, 1)
-        await settle(store, b)
+        b = await broker_with_topic(store, "keep", 1, {"delete.topic.enable": "false"})
         KafkaZk(store).mark_topic_for_deletion("keep")  # as an old tool would
         await settle(store, b)
         assert store.get_children("/admin/delete_topics") == []
@@ -238,10 +245,7 @@ def test_deletion_disabled_discards_the_request(store):
 
 def test_failed_replica_deletion_is_retried(store):
     async def scenario():
-        b = Broker(store, 0, {})
-        await b.start()
-        await b.admin.create_topic("sticky", 2, 1)
-        await settle(store, b)
+        b = await broker_with_topic(store, "sticky", 2)
         b.local.failing_deletes = 2
         await b.admin.delete_topic("sticky")
         await settle(store, b)
@@ -354,10 +358,7 @@ def test_unclean_election_when_enabled(store):
 
 def test_config_change_listener(store):
     async def scenario():
-        b = Broker(store, 0, {})
-        await b.start()
-        await b.admin.create_topic("cfg", 1, 1)
-        await settle(store, b)
+        b = await broker_with_topic(store, "cfg", 1)
         seen: list[tuple[str, dict[str, str]]] = []
         changed: list[set[str]] = []
         got = asyncio.Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 from odradek.broker.cluster import zk_data as zk
@@ -51,13 +52,33 @@ async def three_brokers(store) -> tuple[dict[int, LocalBroker], list[Broker]]:
     return locals_, brokers
 
 
+async def create_partition(
+    store, brokers: list[Broker], topic: str, replicas: list[int]
+) -> tuple[str, int]:
+    """Create `topic` with one partition on `replicas` and let the cluster settle; the partition."""
+    await brokers[0].admin.create_topic(topic, assignments={0: replicas})
+    await settle(store, *brokers)
+    return topic, 0
+
+
+def run_on_three_brokers(
+    store, scenario: Callable[[dict[int, LocalBroker], list[Broker]], Awaitable[None]]
+) -> None:
+    """Run `scenario(locals_, brokers)` on a new three-broker cluster, then stop the brokers."""
+
+    async def main() -> None:
+        locals_, brokers = await three_brokers(store)
+        await scenario(locals_, brokers)
+        for b in reversed(brokers):
+            await b.stop()
+
+    asyncio.run(main())
+
+
 def test_preferred_election(store):
-    async def scenario():
-        _, brokers = await three_brokers(store)
+    async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
-        await brokers[0].admin.create_topic("e", assignments={0: [1, 2]})
-        await settle(store, *brokers)
-        tp = ("e", 0)
+        tp = await create_partition(store, brokers, "e", [1, 2])
         assert await ctl.elect_leaders(0, [tp]) == {tp: ErrorCode.ELECTION_NOT_NEEDED}
         assert await ctl.elect_leaders(0, [("nope", 0)]) == {
             ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -80,19 +101,14 @@ def test_preferred_election(store):
         assert await ctl.elect_leaders(0, None) == {tp: ErrorCode.NONE}
         st, _ = state(store, "e", 0)
         assert (st["leader"], st["leader_epoch"]) == (1, 2)
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)
 
 
 def test_reassignment_phases_and_cancel(store):
-    async def scenario():
-        locals_, brokers = await three_brokers(store)
+    async def scenario(locals_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
         ctl = brokers[0].controller
-        await brokers[0].admin.create_topic("r", assignments={0: [0, 1]})
-        await settle(store, *brokers)
-        tp = ("r", 0)
+        tp = await create_partition(store, brokers, "r", [0, 1])
         result = await ctl.alter_reassignments({tp: (1, 2)})
         assert result == {tp: (ErrorCode.NONE, None)}
         await settle(store, *brokers)
@@ -131,17 +147,13 @@ def test_reassignment_phases_and_cancel(store):
         znode = topic_znode(store, "r")
         assert znode["partitions"]["0"] == [1, 2] and not znode["adding_replicas"]
         assert locals_[0].deleted.count(tp) == 2
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)
 
 
 def test_legacy_znode(store):
-    async def scenario():
-        _, brokers = await three_brokers(store)
-        await brokers[0].admin.create_topic("l", assignments={0: [0, 1]})
-        await settle(store, *brokers)
+    async def scenario(_: dict[int, LocalBroker], brokers: list[Broker]) -> None:
+        await create_partition(store, brokers, "l", [0, 1])
         store.create(zk.REASSIGN_PARTITIONS, zk.encode_reassignment({("l", 0): (0, 2)}))
         await settle(store, *brokers)
         assert topic_znode(store, "l")["adding_replicas"] == {"0": [2]}
@@ -149,7 +161,5 @@ def test_legacy_znode(store):
         await settle(store, *brokers)
         assert topic_znode(store, "l")["partitions"]["0"] == [0, 2]
         assert store.exists(zk.REASSIGN_PARTITIONS) is None
-        for b in reversed(brokers):
-            await b.stop()
 
-    asyncio.run(scenario())
+    run_on_three_brokers(store, scenario)

@@ -7,11 +7,11 @@ import asyncio
 import struct
 
 import pytest
+from leader_partition import append, open_partition
 from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
 from odradek.broker.records.record import Record, build_batch, decode_all
-from odradek.broker.replication.partition import Partition, PartitionState
 from odradek.broker.replication.producer_entry import (
     INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
@@ -28,7 +28,7 @@ from odradek.broker.replication.producer_state import (
     now_ms,
     snapshot_path,
 )
-from odradek.broker.storage import Log, LogConfig
+from odradek.broker.storage import Log
 
 PID = 4000
 
@@ -203,16 +203,6 @@ def test_snapshot_format_round_trip():
 
 
 # --- with a real log ------------------------------------------------------------------------
-
-
-def open_partition(tmp_path, *, clean: bool = True, **cfg) -> Partition:
-    log = Log(tmp_path / "topic-0", LogConfig(**cfg), clean_shutdown=clean)
-    state = PartitionState(leader=1, leader_epoch=0, isr=[1], replicas=[1])
-    return Partition("topic", 0, None, log, state, 1)
-
-
-def append(partition: Partition, data: bytes) -> int:
-    return partition.append_as_leader(bytearray(data)).first_offset
 
 
 def values(log: Log) -> list[bytes]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from kafka.net.sasl.scram import ScramClient
+from manual_clock import Clock
 from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
@@ -31,12 +32,7 @@ HOUR = 3600 * 1000
 SETTINGS = TokenSettings(b"secret", max_lifetime_ms=10 * HOUR, expiry_time_ms=HOUR)
 
 
-class Clock:
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+NOW = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -83,7 +79,7 @@ def test_disabled_without_secret_key(zkc: KafkaZk) -> None:
 
 
 def test_create_stores_kafka_format_and_authenticates(zkc: KafkaZk) -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     manager = DelegationTokenManager(zkc, SETTINGS, clock=clock)
     info, token_hmac = manager.create_token("User:alice", "User:alice", ["User:bob"], -1)
     assert token_hmac == compute_hmac(info.token_id, b"secret")
@@ -107,7 +103,7 @@ def test_create_stores_kafka_format_and_authenticates(zkc: KafkaZk) -> None:
 
 
 def test_renew_expire_and_owner_checks(zkc: KafkaZk) -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     manager = DelegationTokenManager(zkc, SETTINGS, clock=clock)
     info, token_hmac = manager.create_token("User:alice", "User:alice", ["User:bob"], -1)
     with pytest.raises(KafkaError) as e:
@@ -131,7 +127,7 @@ def test_renew_expire_and_owner_checks(zkc: KafkaZk) -> None:
 
 
 def test_negative_expiry_period_removes_now(zkc: KafkaZk) -> None:
-    clock = Clock()
+    clock = Clock(NOW)
     manager = DelegationTokenManager(zkc, SETTINGS, clock=clock)
     info, token_hmac = manager.create_token("User:alice", "User:alice", [], -1)
     assert manager.expire_token("User:alice", token_hmac, -1) == clock.now

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from manual_clock import Clock
 from odradek.broker.records import batch as rb
 from odradek.broker.records.compaction import delete_horizon, rebuild_batch, scan_records
 from odradek.broker.records.compression import Codec
@@ -23,17 +24,15 @@ from odradek.broker.storage.log_cleaner import CleanerConfig, InlineWorker, LogC
 NOW = 10_000_000
 
 
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def keyed(pairs, ts: int = NOW - 1000, codec: int = Codec.NONE, **kw) -> bytearray:
     records = [Record(i, ts, k, v) for i, (k, v) in enumerate(pairs)]
     return bytearray(build_batch(records, compression=codec, **kw))
+
+
+def append_versions(log: Log, key: bytes, n: int, prefix: str, **kw) -> None:
+    """`n` batches, each a new value of `key`: prefix0, prefix1, ... (`kw` go to keyed)."""
+    for i in range(n):
+        log.append(keyed([(key, f"{prefix}{i}".encode())], **kw))
 
 
 def contents(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -92,7 +91,7 @@ def test_segments_grouped_by_size():
 
 
 def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     for i in range(300):
         log.append(keyed([(f"k{i % 10}".encode(), f"v{i}".encode())]))
@@ -122,10 +121,9 @@ def test_round_keeps_latest_value_of_each_key_with_offsets(tmp_path):
 
 
 def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
-    for i in range(100):
-        log.append(keyed([(b"same", f"v{i}".encode())]))
+    append_versions(log, b"same", 100, "v")
     active_base = log.active_segment.base_offset
     assert active_base > 0
     log.hw_tracks_leo = False
@@ -140,10 +138,9 @@ def test_active_segment_and_records_above_high_watermark_stay(tmp_path):
 
 
 def test_min_compaction_lag_protects_young_segments(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000, min_compaction_lag_ms=60_000)
-    for i in range(100):
-        log.append(keyed([(b"k", f"v{i}".encode())], ts=NOW - 1000))
+    append_versions(log, b"k", 100, "v", ts=NOW - 1000)
     log.roll()
     assert not one_round(lm)  # every segment is younger than the lag
     assert len(contents(log)) == 100
@@ -154,7 +151,7 @@ def test_min_compaction_lag_protects_young_segments(tmp_path):
 
 
 def test_tombstones_go_after_delete_retention(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path,
         clock,
@@ -171,15 +168,13 @@ def test_tombstones_go_after_delete_retention(tmp_path):
     headers = [h for s in log.segments for _, h in s.iter_headers()]
     assert any(delete_horizon(h) == NOW + 50_000 for h in headers)
     # More writes make the log dirty again; before the horizon the tombstone stays...
-    for i in range(30):
-        log.append(keyed([(b"kept", f"x{i}".encode())]))
+    append_versions(log, b"kept", 30, "x")
     log.roll()
     assert one_round(lm)
     assert (b"gone", None) in [(k, v) for _, k, v in contents(log)]
     # ...after it, the next round removes it.
     clock.now += 60_000
-    for i in range(30):
-        log.append(keyed([(b"kept", f"y{i}".encode())]))
+    append_versions(log, b"kept", 30, "y")
     log.roll()
     assert one_round(lm)
     assert [(k, v) for _, k, v in contents(log)] == [(b"kept", b"y29")]
@@ -188,7 +183,7 @@ def test_tombstones_go_after_delete_retention(tmp_path):
 
 @pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
 def test_compressed_batches_keep_their_codec(tmp_path, codec):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=4000)
     for i in range(60):
         pairs = [(f"k{j}".encode(), f"v{i}-{j}".encode() * 5) for j in range(i % 3, 6)]
@@ -208,11 +203,10 @@ def test_compressed_batches_keep_their_codec(tmp_path, codec):
 
 
 def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
     log.append(keyed([(b"k", b"old")], producer_id=7, producer_epoch=0, base_sequence=0))
-    for i in range(60):
-        log.append(keyed([(b"k", f"v{i}".encode())]))
+    append_versions(log, b"k", 60, "v")
     log.roll()
     log.active_producers = lambda: {7: 0}
     assert one_round(lm)
@@ -224,13 +218,11 @@ def test_last_batch_of_an_idempotent_producer_is_kept_empty(tmp_path):
 
 
 def test_truncation_during_a_round_refuses_the_swap(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=2000)
-    for i in range(100):
-        log.append(keyed([(b"k", f"v{i}".encode())]))
+    append_versions(log, b"k", 100, "v")
     log.roll()
-    for i in range(5):
-        log.append(keyed([(b"k", f"w{i}".encode())]))
+    append_versions(log, b"k", 5, "w")
     task = lm.cleaner_manager.grab_filthiest()
     assert task is not None
     log.truncate_to(102)  # in the active segment: the round's files are untouched
@@ -277,7 +269,7 @@ def test_a_crash_at_any_step_recovers_to_a_consistent_log(tmp_path, monkeypatch,
 
     monkeypatch.setattr(cleaner_mod, "crash_point", crash_at)
     monkeypatch.setattr(log_mod, "crash_point", crash_at)
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(tmp_path, clock, segment_bytes=1500, index_interval_bytes=100)
     for i in range(400):
         log.append(keyed([(f"k{i % 7}".encode(), f"v{i}".encode())]))
@@ -313,7 +305,7 @@ def test_a_crash_at_any_step_recovers_to_a_consistent_log(tmp_path, monkeypatch,
 
 
 def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path, clock, segment_bytes=2000, min_cleanable_dirty_ratio=0.5,
         max_compaction_lag_ms=60_000,
@@ -334,7 +326,7 @@ def test_max_compaction_lag_forces_a_clean_below_the_dirty_ratio(tmp_path):
 
 
 def test_compact_and_delete_policies_both_apply(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     config = dict(segment_bytes=2000, retention_ms=100_000)
     lm, log = manager_with_log(tmp_path, clock, **config)
     log.update_config(LogConfig(cleanup_policy=("compact", "delete"), **config))
@@ -358,7 +350,7 @@ def test_aborted_transactions_and_their_markers_are_removed(tmp_path):
     from odradek.broker.records.record import ControlType, build_control_batch
     from odradek.broker.storage.txn_index import AbortedTxn
 
-    clock = Clock()
+    clock = Clock(NOW)
     lm, log = manager_with_log(
         tmp_path, clock, segment_bytes=4000, delete_retention_ms=50_000,
         min_cleanable_dirty_ratio=0.01,

@@ -6,6 +6,7 @@ import os
 import socket
 
 import pytest
+from manual_clock import Clock
 from odradek.broker.records import batch as rb
 from odradek.broker.records.compression import Codec
 from odradek.broker.records.record import Record, build_batch, decode_all
@@ -16,14 +17,6 @@ from odradek.broker.storage.log_timestamps import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def make_batch(

@@ -6,6 +6,7 @@ import os
 import uuid
 
 import pytest
+from manual_clock import Clock
 from odradek.broker.records.record import Record, build_batch
 from odradek.broker.storage import LogConfig, LogManager
 from odradek.broker.storage.checkpoint import (
@@ -20,13 +21,7 @@ from odradek.broker.storage.checkpoint import (
 )
 from odradek.broker.storage.errors import InconsistentMetaProperties, LogDirError, LogDirInUse
 
-
-class Clock:
-    def __init__(self, now: int = 10_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+NOW = 10_000_000
 
 
 def make_batch(ts: int = 1000) -> bytearray:
@@ -39,13 +34,13 @@ CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100)
 
 
 def started(dirs, clock=None, **kw) -> LogManager:
-    manager = LogManager(dirs, CONFIG, clock=clock or Clock(), **kw)
+    manager = LogManager(dirs, CONFIG, clock=clock or Clock(NOW), **kw)
     manager.startup()
     return manager
 
 
 def test_reopen_after_clean_shutdown_keeps_everything(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     manager = started([tmp_path], clock)
     topic_id = uuid.uuid4()
     log = manager.get_or_create_log("orders", 3, topic_id=topic_id)
@@ -99,7 +94,7 @@ def test_logs_spread_over_log_dirs(tmp_path):
 
 
 def test_delete_log_renames_then_removes_after_delay(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     manager = started([tmp_path], clock)
     log = manager.get_or_create_log("gone", 0, LogConfig(file_delete_delay_ms=1000))
     log.append(make_batch())
@@ -131,7 +126,7 @@ def test_leftover_delete_dirs_are_removed_after_restart(tmp_path):
 
 
 def test_tick_runs_retention_and_checkpoints(tmp_path):
-    clock = Clock()
+    clock = Clock(NOW)
     manager = started(
         [tmp_path],
         clock,
@@ -206,7 +201,7 @@ def test_directories_that_are_not_partitions_are_ignored(tmp_path):
 def test_future_log_replaces_the_current_one(tmp_path):
     """AlterReplicaLogDirs' storage side: a -future log in another dir, filled from the
     current one, takes its place; the old dir goes after file.delete.delay.ms."""
-    clock = Clock()
+    clock = Clock(NOW)
     a, b = tmp_path / "a", tmp_path / "b"
     manager = started([a, b], clock)
     log = manager.get_or_create_log("moving", 0, topic_id=uuid.uuid4())

@@ -5,6 +5,7 @@ of it is rebuilt after a crash. On a real log in a temporary directory."""
 from __future__ import annotations
 
 import pytest
+from leader_partition import append, open_partition
 from odradek.broker.protocol.errors import ErrorCode, KafkaError
 from odradek.broker.records.batch import iter_batches
 from odradek.broker.records.record import ControlType, Record, build_batch, build_control_batch
@@ -35,16 +36,6 @@ def marker(pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0
     )
 
 
-def open_partition(tmp_path, *, clean: bool = True, **cfg) -> Partition:
-    log = Log(tmp_path / "topic-0", LogConfig(**cfg), clean_shutdown=clean)
-    state = PartitionState(leader=1, leader_epoch=0, isr=[1], replicas=[1])
-    return Partition("topic", 0, None, log, state, 1)
-
-
-def produce(p: Partition, batch: bytes) -> int:
-    return p.append_as_leader(bytearray(batch)).first_offset
-
-
 def write_marker(p: Partition, batch: bytes) -> int:
     return p.append_as_leader(bytearray(batch), AppendOrigin.COORDINATOR).first_offset
 
@@ -61,9 +52,9 @@ def aborted(p: Partition) -> list[AbortedTxn]:
 
 def test_lso_stops_at_the_first_open_transaction_and_moves_with_markers(tmp_path):
     p = open_partition(tmp_path)
-    produce(p, data(A, 0))  # 0: A opens a transaction
-    produce(p, data(B, 0))  # 1: B opens one
-    produce(p, data(A, 1))  # 2
+    append(p, data(A, 0))  # 0: A opens a transaction
+    append(p, data(B, 0))  # 1: B opens one
+    append(p, data(A, 1))  # 2
     assert p.high_watermark == 3 and p.last_stable_offset == 0
     assert p.producer_state.producers[A].current_txn_first_offset == 0
     write_marker(p, marker(A, commit=True))  # 3: A commits
@@ -77,7 +68,7 @@ def test_lso_stops_at_the_first_open_transaction_and_moves_with_markers(tmp_path
 def test_lso_waits_for_the_marker_to_be_replicated(tmp_path):
     p = open_partition(tmp_path)
     p.log.hw_tracks_leo = False  # as a replicated partition: the HW follows the followers
-    produce(p, data(A, 0))
+    append(p, data(A, 0))
     write_marker(p, marker(A, commit=True))
     p.log.high_watermark = 1  # the data is replicated, the marker not yet
     assert p.last_stable_offset == 0
@@ -87,26 +78,26 @@ def test_lso_waits_for_the_marker_to_be_replicated(tmp_path):
 
 def test_abort_index_entry_records_the_next_open_transaction_as_lso(tmp_path):
     p = open_partition(tmp_path)
-    produce(p, data(A, 0))  # 0
-    produce(p, data(B, 0))  # 1
+    append(p, data(A, 0))  # 0
+    append(p, data(B, 0))  # 1
     write_marker(p, marker(A, commit=False))  # 2: B still open from 1
     assert aborted(p) == [AbortedTxn(A, 0, 2, 1)]
 
 
 def test_partition_side_rules(tmp_path):
     p = open_partition(tmp_path)
-    produce(p, data(A, 0))
+    append(p, data(A, 0))
     # A producer in a transaction may not write outside it.
-    assert error_of(produce, p, data(A, 1, txn=False)) == ErrorCode.INVALID_TXN_STATE
+    assert error_of(append, p, data(A, 1, txn=False)) == ErrorCode.INVALID_TXN_STATE
     write_marker(p, marker(A, commit=False, epoch=1, coordinator_epoch=3))  # fenced abort
     # The old epoch can write nothing more; the marker's coordinator epoch fences older ones.
-    assert error_of(produce, p, data(A, 1)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert error_of(append, p, data(A, 1)) == ErrorCode.INVALID_PRODUCER_EPOCH
     stale = marker(A, commit=True, epoch=1, coordinator_epoch=2)
     assert error_of(write_marker, p, stale) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     old = marker(A, commit=True, epoch=0, coordinator_epoch=3)
     assert error_of(write_marker, p, old) == ErrorCode.INVALID_PRODUCER_EPOCH
     # The next incarnation (epoch 2) starts over at sequence 0.
-    assert produce(p, data(A, 0, epoch=2)) == 2
+    assert append(p, data(A, 0, epoch=2)) == 2
     # A marker for a producer with no open transaction changes nothing but the epochs.
     write_marker(p, marker(B, commit=True))
     assert p.last_stable_offset == 2
@@ -117,12 +108,12 @@ def test_read_committed_gets_the_lso_bound_and_the_aborted_ranges(tmp_path):
     offsets = []
     for i in range(6):
         pid = A if i % 2 == 0 else B
-        offsets.append(produce(p, data(pid, i // 2)))
+        offsets.append(append(p, data(pid, i // 2)))
         if i % 2:
             write_marker(p, marker(A, commit=False))
             write_marker(p, marker(B, commit=True))
     assert len(p.log.segments) > 1
-    produce(p, data(A, 3))  # open
+    append(p, data(A, 3))  # open
     lso = p.last_stable_offset
     assert lso == p.log.log_end_offset - 1
     # A consumer reading through the log (one segment per read) learns every aborted
@@ -168,11 +159,11 @@ def test_txnindex_file_is_kafkas_layout(tmp_path):
 def test_crash_rebuilds_txnindex_and_open_transactions(tmp_path):
     one = len(data(A, 0))
     p = open_partition(tmp_path, segment_bytes=4 * one)
-    produce(p, data(A, 0))  # 0
-    produce(p, data(B, 0))  # 1
+    append(p, data(A, 0))  # 0
+    append(p, data(B, 0))  # 1
     write_marker(p, marker(A, commit=False))  # 2
-    produce(p, data(A, 1))  # 3: open
-    produce(p, data(B, 1))  # 4
+    append(p, data(A, 1))  # 3: open
+    append(p, data(B, 1))  # 4
     write_marker(p, marker(B, commit=False))  # 5
     before = aborted(p)
     lso = p.last_stable_offset
@@ -190,8 +181,8 @@ def test_crash_rebuilds_txnindex_and_open_transactions(tmp_path):
 
 def test_clean_restart_keeps_open_transactions_in_the_snapshot(tmp_path):
     p = open_partition(tmp_path)
-    produce(p, data(A, 0))
-    produce(p, data(B, 0))
+    append(p, data(A, 0))
+    append(p, data(B, 0))
     write_marker(p, marker(B, commit=True))
     p.log.close()
     p = open_partition(tmp_path)
@@ -203,9 +194,9 @@ def test_clean_restart_keeps_open_transactions_in_the_snapshot(tmp_path):
 
 def test_follower_replay_tracks_transactions_and_indexes_aborts(tmp_path):
     leader = open_partition(tmp_path / "leader")
-    produce(leader, data(A, 0))
+    append(leader, data(A, 0))
     write_marker(leader, marker(A, commit=False))
-    produce(leader, data(B, 0))
+    append(leader, data(B, 0))
     fetched = leader.log.read(0, 1 << 20).read()
     follower_log = Log(tmp_path / "follower" / "topic-0", LogConfig())
     follower = Partition("topic", 0, None, follower_log, PartitionState(2, 0, [1, 2], [1, 2]), 1)

@@ -131,6 +131,13 @@ class Harness:
         )  # fmt: skip
         return self.replicas.get(*tp).append_as_leader(bytearray(batch)).first_offset
 
+    async def open_transaction(self, txn_id: str, timeout_ms: int, tp: tuple[str, int]) -> int:
+        """The id of a new producer of `txn_id` whose transaction wrote one batch to `tp`."""
+        pid = (await self.coordinator.init_producer_id(txn_id, timeout_ms)).producer_id
+        await self.coordinator.add_partitions(txn_id, pid, 0, {tp})
+        self.produce(tp, pid, 0, 0)
+        return pid
+
     def state_of(self, txn_id: str) -> TransactionMetadata:
         got = self.coordinator.state.get(txn_id)
         assert not isinstance(got, E) and got[1] is not None
@@ -288,10 +295,7 @@ def test_commit_writes_states_and_markers(run):
 def test_new_incarnation_aborts_the_open_transaction_and_fences_the_old_one(run):
     async def test(h: Harness) -> None:
         c = h.coordinator
-        old = await c.init_producer_id("tx", 60000)
-        pid = old.producer_id
-        await c.add_partitions("tx", pid, 0, {DATA[0]})
-        h.produce(DATA[0], pid, 0, 0)
+        pid = await h.open_transaction("tx", 60000, DATA[0])
         # A second producer with the same id: the open transaction is aborted first.
         first = await c.init_producer_id("tx", 60000)
         assert first.error == E.CONCURRENT_TRANSACTIONS
@@ -313,10 +317,7 @@ def test_new_incarnation_aborts_the_open_transaction_and_fences_the_old_one(run)
 def test_timed_out_transaction_is_aborted_and_its_producer_fenced(run):
     async def test(h: Harness) -> None:
         c = h.coordinator
-        init = await c.init_producer_id("slow", 100)
-        pid = init.producer_id
-        await c.add_partitions("slow", pid, 0, {DATA[1]})
-        h.produce(DATA[1], pid, 0, 0)
+        pid = await h.open_transaction("slow", 100, DATA[1])
         await until(lambda: h.state_of("slow").state is TxnState.COMPLETE_ABORT)
         md = h.state_of("slow")
         assert md.producer_epoch == 1

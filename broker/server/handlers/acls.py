@@ -6,6 +6,8 @@ follow through the ACL change notifications the writes leave behind.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -27,8 +29,17 @@ from .. import authz
 from .registry import RequestContext, handles
 
 
-def _filter(d: dict[str, Any]) -> AclBindingFilter:
+@contextmanager
+def _invalid_as(what: str) -> Iterator[None]:
+    """A code outside its enum in the request makes an invalid ACL (or filter), as in Kafka."""
     try:
+        yield
+    except ValueError as e:
+        raise InvalidAclError(f"Invalid {what}: {e}") from None
+
+
+def _filter(d: dict[str, Any]) -> AclBindingFilter:
+    with _invalid_as("ACL filter"):
         f = AclBindingFilter(
             AclResourceType(d["resource_type_filter"]),
             d["resource_name_filter"],
@@ -38,14 +49,12 @@ def _filter(d: dict[str, Any]) -> AclBindingFilter:
             AclOperation(d["operation"]),
             AclPermissionType(d["permission_type"]),
         )
-    except ValueError as e:
-        raise InvalidAclError(f"Invalid ACL filter: {e}") from None
     f.validate()
     return f
 
 
 def _binding(d: dict[str, Any]) -> AclBinding:
-    try:
+    with _invalid_as("ACL"):
         b = AclBinding(
             ResourcePattern(
                 AclResourceType(d["resource_type"]),
@@ -59,8 +68,6 @@ def _binding(d: dict[str, Any]) -> AclBinding:
                 AclPermissionType(d["permission_type"]),
             ),
         )
-    except ValueError as e:
-        raise InvalidAclError(f"Invalid ACL: {e}") from None
     validate_binding(b)
     return b
 

@@ -42,6 +42,22 @@ def _not_controller(ctx: RequestContext) -> bool:
     return controller is None or not controller.active
 
 
+def _refused_up_front(
+    ctx: RequestContext, result: dict[str, Any], duplicate: bool, twice: str
+) -> bool:
+    """Whether a topic of a create request is refused before any work: NOT_CONTROLLER off the
+    active controller, else INVALID_REQUEST (with message `twice`) if the request names it twice.
+    """
+    if _not_controller(ctx):
+        result["error_code"] = ErrorCode.NOT_CONTROLLER
+        return True
+    if duplicate:
+        result["error_code"] = ErrorCode.INVALID_REQUEST
+        result["error_message"] = twice
+        return True
+    return False
+
+
 async def _wait_or_time_out(
     cache: MetadataCache,
     timeout_ms: int,
@@ -81,12 +97,8 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE}
         results.append(result)
-        if _not_controller(ctx):
-            result["error_code"] = ErrorCode.NOT_CONTROLLER
-            continue
-        if name in duplicates:
-            result["error_code"] = ErrorCode.INVALID_REQUEST
-            result["error_message"] = f"Create topics request from client contains {name} twice"
+        twice = f"Create topics request from client contains {name} twice"
+        if _refused_up_front(ctx, result, name in duplicates, twice):
             continue
         if name not in creatable:
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -185,12 +197,7 @@ async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> 
         name = t["name"]
         result: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         results.append(result)
-        if _not_controller(ctx):
-            result["error_code"] = ErrorCode.NOT_CONTROLLER
-            continue
-        if name in duplicates:
-            result["error_code"] = ErrorCode.INVALID_REQUEST
-            result["error_message"] = "Duplicate topic in request."
+        if _refused_up_front(ctx, result, name in duplicates, "Duplicate topic in request."):
             continue
         if not authz.authorized(ctx, Op.ALTER, RT.TOPIC, name):
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
