@@ -372,6 +372,14 @@ class Cleaner:
         """Clean `task`'s log; `swap(new base, replaced bases)` puts each cleaned group in
         place (False aborts). Returns the next dirty offset and the round's statistics."""
         stats = CleanerStats()
+        try:
+            return self._clean(task, swap, stats)
+        finally:
+            self.winners = set()
+
+    def _clean(
+        self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
+    ) -> tuple[int, CleanerStats]:
         self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         self.winners = self.offset_map.latest_offsets()
         end_offset = self.offset_map.latest_offset + 1
