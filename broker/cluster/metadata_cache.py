@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..config import INTERNAL_TOPICS, Endpoint
 from ..wait_time import waiting
 from .control import UpdateMetadataPartition, UpdateMetadataRequest
 from .zk_data import LEADER_DURING_DELETE, BrokerRegistration
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class MetadataCache:
         self._ids: dict[uuid.UUID, str] = {}
         self._changed: asyncio.Event | None = None
         self.version = 0  # bumped on every update
+        self._derived: dict[Hashable, object] = {}  # `derived` answers of this version
 
     # -- updates
 
@@ -69,6 +73,7 @@ class MetadataCache:
             else:
                 self._put_partition(p)
         self.version += 1
+        self._derived = {}
         if self._changed is not None:
             self._changed.set()
             self._changed = None
@@ -108,6 +113,16 @@ class MetadataCache:
         if topic.topic_id is not None:
             self._ids.pop(topic.topic_id, None)
         return True
+
+    def derived(self, key: Hashable, build: Callable[[], T]) -> T:
+        """`build()`, computed once per version of the cache: for answers that depend on
+        nothing else (a topic's partitions as Metadata lists them), which clients ask for
+        far more often than the controller changes them. Callers must not mutate it."""
+        try:
+            return self._derived[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._derived[key] = build()
+            return value
 
     # -- brokers
 

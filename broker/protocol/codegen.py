@@ -8,6 +8,7 @@ on each function as `__source__` for debugging.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable
@@ -42,6 +43,21 @@ def _uuid_from(raw: bytes) -> uuid.UUID:
 
 def _uuid_bytes(value: uuid.UUID) -> bytes:
     return value.bytes
+
+
+# Arrays of fixed-width numbers shorter than this (replica lists, offsets) are packed and
+# unpacked by a Struct made once per length, not by a format string built for each array.
+_SMALL_ARRAY = 32
+
+
+@functools.cache
+def _small_array_packs(code: str) -> tuple[Callable[..., bytes], ...]:
+    return tuple(struct.Struct(f">{n}{code}").pack for n in range(_SMALL_ARRAY))
+
+
+@functools.cache
+def _small_array_unpacks(code: str) -> tuple[Callable[..., tuple], ...]:
+    return tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(_SMALL_ARRAY))
 
 
 def records_bytes(value: Any) -> bytes | bytearray | memoryview:
@@ -209,7 +225,12 @@ class _Compiler:
             if f.is_primitive_array and f.element_type in _FIXED and f.element_type != "uuid":
                 code = _FIXED[f.element_type]
                 width = struct.calcsize(">" + code)
-                self.emit(inner, f"{target} = list(_sunpack('>%d{code}' % {n}, buf, pos))")
+                unpacks = self.const(_small_array_unpacks(code))
+                self.emit(
+                    inner,
+                    f"{target} = list({unpacks}[{n}](buf, pos) if {n} < {_SMALL_ARRAY} "
+                    f"else _sunpack('>%d{code}' % {n}, buf, pos))",
+                )
                 self.emit(inner, f"pos += {n} * {width}")
                 return
             self.emit(inner, f"{target} = []")
@@ -388,7 +409,12 @@ class _Compiler:
             self.write_length(inner, out, "array", f"len({v})")
             if f.is_primitive_array and f.element_type in _FIXED and f.element_type != "uuid":
                 code = _FIXED[f.element_type]
-                self.emit(inner, f"{out} += _spack('>%d{code}' % len({v}), *{v})")
+                packs = self.const(_small_array_packs(code))
+                self.emit(
+                    inner,
+                    f"{out} += {packs}[len({v})](*{v}) if len({v}) < {_SMALL_ARRAY} "
+                    f"else _spack('>%d{code}' % len({v}), *{v})",
+                )
                 return
             elem = self.var("x")
             self.emit(inner, f"for {elem} in {v}:")

@@ -7,11 +7,17 @@ timestamp becomes the time after which its tombstones may go, flagged in the att
 their timestamp deltas re-encoded. The rewritten batch keeps the original base offset, last
 offset delta, producer fields and partition leader epoch, so offsets and idempotent producers'
 sequences survive compaction; compressed batches are recompressed with their own codec.
+
+The cleaner's two passes read every record of the log, so their loops (`index_keys` for the
+offset map, `select_records` for the copy) work on the batch's bytes in place and build a
+Python object only for a key they file or a record they keep.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from hashlib import md5
 from typing import NamedTuple
 
 from . import batch as b
@@ -34,49 +40,62 @@ class RecordSpan(NamedTuple):
 
 
 def scan_records(body: bytes, count: int) -> list[RecordSpan]:
-    """The spans of the `count` records filling `body`; InvalidRecordError when they do not.
+    """The spans of the `count` records filling `body`; InvalidRecordError when they do not."""
+    return select_records(body, 0, len(body), count, 0, None)[0]
 
-    The cleaner's inner loop: varints of one or two bytes (nearly all of them) are decoded
+
+def select_records(
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, winners: AbstractSet[int] | None
+) -> tuple[list[RecordSpan], int]:
+    """The spans of the records whose offsets are in `winners` (all of them when None) among
+    the `count` records filling `buf[pos:end]`, and how many records have no key.
+
+    InvalidRecordError when the records do not fill the span. The cleaner's inner loop: only
+    kept records get a span; varints of one or two bytes (nearly all of them) are decoded
     inline, longer ones by `read_varint`.
     """
     spans = []
-    pos = 0
-    end = len(body)
+    keyless = 0
     try:
         for _ in range(count):
-            b = body[pos]
+            b = buf[pos]
             if b < 0x80:
                 length, attributes = (b >> 1) ^ -(b & 1), pos + 1
-            elif (c := body[pos + 1]) < 0x80:
+            elif (c := buf[pos + 1]) < 0x80:
                 raw = (b & 0x7F) | (c << 7)
                 length, attributes = (raw >> 1) ^ -(raw & 1), pos + 2
             else:
-                length, attributes = read_varint(body, pos)
+                length, attributes = read_varint(buf, pos)
             stop = attributes + length
             if length < 0 or stop > end:
                 raise InvalidRecordError("record length past the end of the batch")
             p = attributes + 1
-            b = body[p]
+            b = buf[p]
             if b < 0x80:
                 ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                ts_delta, p = read_varint(body, p)
+                ts_delta, p = read_varint(buf, p)
             after_ts = p
-            b = body[p]
+            b = buf[p]
             if b < 0x80:
                 offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
-            elif (c := body[p + 1]) < 0x80:
+            elif (c := buf[p + 1]) < 0x80:
                 raw = (b & 0x7F) | (c << 7)
                 offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
             else:
-                offset_delta, p = read_varint(body, p)
-            b = body[p]
+                offset_delta, p = read_varint(buf, p)
+            b = buf[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                key_len, p = read_varint(body, p)
+                key_len, p = read_varint(buf, p)
+            if key_len < 0:
+                keyless += 1
+            if winners is not None and base_offset + offset_delta not in winners:
+                pos = stop
+                continue
             if key_len >= 0:
-                key: bytes | None = body[p : p + key_len]
+                key: bytes | None = buf[p : p + key_len]
                 p += key_len
             else:
                 key = None
@@ -85,14 +104,79 @@ def scan_records(body: bytes, count: int) -> list[RecordSpan]:
             # A null value's length is zigzag(-1): the one-byte varint 0x01.
             spans.append(
                 RecordSpan(pos, attributes, after_ts, stop, offset_delta, ts_delta, key,
-                           body[p] != 1)
+                           buf[p] != 1)
             )  # fmt: skip
             pos = stop
     except IndexError:
         raise InvalidRecordError("truncated record") from None
     if pos != end:
         raise InvalidRecordError("bytes left after the batch's declared record count")
-    return spans
+    return spans, keyless
+
+
+MAP_KEY_DIGEST_FROM = 16  # bytes: an MD5 digest's size
+
+
+def map_key(key: bytes) -> bytes:
+    """What the offset map files `key` under: the key itself when shorter than an MD5 digest
+    (exact, and no larger), else its MD5 (Kafka's log.cleaner hash); lengths keep them apart."""
+    return key if len(key) < MAP_KEY_DIGEST_FROM else md5(key, usedforsecurity=False).digest()
+
+
+def index_keys(
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int, into: dict[bytes, int]
+) -> None:
+    """`into[map_key(key)] = offset` for each keyed record at or above offset `start` among the
+    `count` records filling `buf[pos:end]`, in order (a later record of a key wins).
+
+    The offset map's inner loop: only lengths, offset deltas and keys are read, inline.
+    InvalidRecordError when the records do not fill the span.
+    """
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (c << 7)
+                length, p = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                length, p = read_varint(buf, pos)
+            stop = p + length
+            if length < 0 or stop > end:
+                raise InvalidRecordError("record length past the end of the batch")
+            p += 1  # attributes
+            while buf[p] & 0x80:  # the timestamp delta, skipped
+                p += 1
+            b = buf[p + 1]
+            if b < 0x80:
+                offset, p = base_offset + ((b >> 1) ^ -(b & 1)), p + 2
+            elif (c := buf[p + 2]) < 0x80:
+                raw = (b & 0x7F) | (c << 7)
+                offset, p = base_offset + ((raw >> 1) ^ -(raw & 1)), p + 3
+            else:
+                delta, p = read_varint(buf, p + 1)
+                offset = base_offset + delta
+            b = buf[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = read_varint(buf, p)
+            if key_len >= 0:
+                if p + key_len >= stop:
+                    raise InvalidRecordError("record fields past the record's length")
+                if offset >= start:
+                    key = buf[p : p + key_len]
+                    if key_len >= MAP_KEY_DIGEST_FROM:
+                        key = md5(key, usedforsecurity=False).digest()
+                    into[key] = offset
+            elif p >= stop:
+                raise InvalidRecordError("record fields past the record's length")
+            pos = stop
+    except IndexError:
+        raise InvalidRecordError("truncated record") from None
+    if pos != end:
+        raise InvalidRecordError("bytes left after the batch's declared record count")
 
 
 def rebuild_batch(

@@ -97,6 +97,7 @@ class Broker(BrokerControl):
             log_start_offset_checkpoint_interval_ms=config.get(
                 "log.flush.start.offset.checkpoint.interval.ms"
             ),
+            background_checkpoints=True,
         )
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.topic_config)

@@ -28,7 +28,6 @@ the live `Log`: it runs in the cleaner's worker process, off the broker's event 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -41,9 +40,13 @@ from ..records.compaction import (
     RecordSpan,
     delete_horizon,
     empty_batch,
+    index_keys,
+    map_key,
     rebuild_batch,
     scan_records,
+    select_records,
 )
+from ..records.compression import Codec
 from ..records.record import ControlType, batch_body, control_type, decode_records
 from .crash_points import crash_point
 from .log_config import INT_MAX, LogConfig
@@ -134,7 +137,8 @@ class CleanerStats:
 
 class OffsetMap:
     """key -> offset of its latest record, by the key's MD5 (Kafka's SkimpyOffsetMap semantics:
-    `memory` / 24 slots, filled up to `load_factor` of them)."""
+    `memory` / 24 slots, filled up to `load_factor` of them); a key shorter than a digest is
+    filed as itself (`map_key`)."""
 
     def __init__(self, memory: int, load_factor: float = 0.9) -> None:
         self.slots = max(memory // ENTRY_SIZE, 1)
@@ -159,11 +163,26 @@ class OffsetMap:
         return len(self._map) / self.slots
 
     def put(self, key: bytes, offset: int) -> None:
-        self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
+        self._map[map_key(key)] = offset
+
+    def put_batch(
+        self, buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int
+    ) -> bool:
+        """Put the keyed records (at or above offset `start`) of the `count` records filling
+        `buf[pos:end]` in one go; False, with nothing put, when they might fill the map."""
+        if len(self._map) + count > self.max_entries:
+            return False
+        index_keys(buf, pos, end, count, base_offset, start, self._map)
+        return True
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when the map does not know it."""
-        return self._map.get(hashlib.md5(key, usedforsecurity=False).digest(), -1)
+        return self._map.get(map_key(key), -1)
+
+    def latest_offsets(self) -> set[int]:
+        """The offsets the map holds: in the section it covers, exactly the records that win
+        (looked up by offset, the copy pass needs neither the key nor its hash)."""
+        return set(self._map.values())
 
 
 class Throttler:
@@ -313,6 +332,15 @@ def read_batches(
         position += p
 
 
+def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]:
+    """Where the records of the batch at `p` of `data` are: (buffer, start, end), in place when
+    it is not compressed."""
+    if header.compression == Codec.NONE:
+        return data, p + rb.HEADER_SIZE, p + header.size
+    body = batch_body(data, header, p)
+    return body, 0, len(body)
+
+
 class _Original:
     """`_filter`'s answer for a batch written as it is."""
 
@@ -335,6 +363,8 @@ class Cleaner:
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
+        # the offsets of the records the offset map keeps, set once it is built
+        self.winners: set[int] = set()
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -342,7 +372,16 @@ class Cleaner:
         """Clean `task`'s log; `swap(new base, replaced bases)` puts each cleaned group in
         place (False aborts). Returns the next dirty offset and the round's statistics."""
         stats = CleanerStats()
+        try:
+            return self._clean(task, swap, stats)
+        finally:
+            self.winners = set()
+
+    def _clean(
+        self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
+    ) -> tuple[int, CleanerStats]:
         self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
+        self.winners = self.offset_map.latest_offsets()
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -405,14 +444,16 @@ class Cleaner:
                 if header.is_control:
                     txn.control_batch(header, batch_body(data, header, p))
                 elif not txn.data_batch(header):
-                    body = batch_body(data, header, p)
+                    buf, pos, end = _records(data, p, header)
                     base = header.base_offset
-                    for span in scan_records(body, header.records_count):
-                        offset = base + span.offset_delta
-                        if span.key is not None and offset >= start:
-                            if omap.full:
-                                return True
-                            omap.put(span.key, offset)
+                    if not omap.put_batch(buf, pos, end, header.records_count, base, start):
+                        # Near full: record by record, to stop where it fills up.
+                        for span in select_records(buf, pos, end, header.records_count, 0, None)[0]:
+                            offset = base + span.offset_delta
+                            if span.key is not None and offset >= start:
+                                if omap.full:
+                                    return True
+                                omap.put(span.key, offset)
                 stats.map_messages_read += header.records_count
                 omap.latest_offset = max(omap.latest_offset, header.last_offset)
         finally:
@@ -511,8 +552,8 @@ class Cleaner:
             header.producer_id >= 0
             and task.active_producers.get(header.producer_id) == header.last_offset
         ) or header.last_offset + 1 == task.first_uncleanable_offset
-        body = batch_body(data, header, p)
         if header.is_control:
+            body = batch_body(data, header, p)
             stats.messages_read += header.records_count
             if not txn.control_batch(header, body):
                 stats.messages_written += header.records_count
@@ -530,31 +571,44 @@ class Cleaner:
                 header, body, spans,
                 delete_horizon_ms=task.now_ms + task.config.delete_retention_ms,
             )  # fmt: skip
+        stats.messages_read += header.records_count
         if txn.data_batch(header):  # an aborted transaction's records go at once
-            stats.messages_read += header.records_count
             return empty_batch(header) if retain_empty else None
-        spans = scan_records(body, header.records_count)
-        stats.messages_read += len(spans)
-        kept = self._retained(task, header, spans, stats)
+        buf, pos, end = _records(data, p, header)
+        kept = self._retained(task, header, buf, pos, end, stats)
         if not kept:
             return empty_batch(header) if retain_empty else None
         stats.messages_written += len(kept)
         needs_horizon = delete_horizon(header) is None and any(not s.has_value for s in kept)
-        if len(kept) == len(spans) and not needs_horizon:
+        if len(kept) == header.records_count and not needs_horizon:
             return _ORIGINAL
         horizon = task.now_ms + task.config.delete_retention_ms if needs_horizon else None
-        return rebuild_batch(header, body, kept, delete_horizon_ms=horizon)
+        return rebuild_batch(header, buf, kept, delete_horizon_ms=horizon)
 
     def _retained(
-        self, task: CleanTask, header: BatchHeader, spans: list[RecordSpan], stats: CleanerStats
+        self,
+        task: CleanTask,
+        header: BatchHeader,
+        buf: bytes,
+        pos: int,
+        end: int,
+        stats: CleanerStats,
     ) -> list[RecordSpan]:
+        """The records of the batch that stay: the latest of their key, tombstones until
+        their delete horizon, everything above what the offset map covers."""
         omap = self.offset_map
         latest = omap.latest_offset
         base = header.base_offset
         horizon = delete_horizon(header)
         deletes_expired = horizon is not None and task.now_ms >= horizon
+        count = header.records_count
+        if task.first_dirty_offset <= base and header.last_offset <= latest:
+            # Wholly in the mapped section: a record stays when the map holds its offset.
+            kept, keyless = select_records(buf, pos, end, count, base, self.winners)
+            stats.invalid_messages += keyless
+            return [s for s in kept if s.has_value] if deletes_expired else kept
         kept = []
-        for span in spans:
+        for span in select_records(buf, pos, end, count, 0, None)[0]:
             offset = base + span.offset_delta
             if offset > latest:
                 kept.append(span)

@@ -38,8 +38,8 @@ from .checkpoint import (
     read_properties,
     write_clean_shutdown,
     write_meta_properties,
-    write_offset_checkpoint,
 )
+from .checkpoint_writer import CheckpointWriter
 from .cleaner_manager import CleanerManager
 from .errors import InconsistentMetaProperties, KafkaStorageError, LogDirError, LogDirInUse
 from .log import Log, now_ms
@@ -76,6 +76,7 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = 60_000,
         log_start_offset_checkpoint_interval_ms: int = 60_000,
         high_watermark_checkpoint_interval_ms: int = 5_000,
+        background_checkpoints: bool = False,
     ) -> None:
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
         if not self.log_dirs:
@@ -104,6 +105,10 @@ class LogManager:
         self._locks: list[int] = []
         self._next: dict[str, int] = {}
         self._started = False
+        self._checkpoints = CheckpointWriter()
+        # tick's periodic checkpoints written on a background thread (the broker's choice: its
+        # tick runs on the thread that serves requests)
+        self.background_checkpoints = background_checkpoints
         self.cleaner_manager = CleanerManager(self, clock=clock)
         self.cleaner: LogCleaner | None = None
 
@@ -467,9 +472,12 @@ class LogManager:
     def tick(self, now: int | None = None) -> None:
         """Do whatever periodic work is due; the server calls this from a timer (~1 s).
 
-        Runs on the thread that appends (logs are not thread-safe); it may fsync.
+        Runs on the thread that appends (logs are not thread-safe); it may fsync (segments
+        that rolled; the checkpoint files too unless `background_checkpoints`).
         """
         now = self.clock() if now is None else now
+        for log_dir, reason in self._checkpoints.failures():
+            self.dir_failed(log_dir, reason)
         if now >= self._next.get("retention", 0):
             self.cleanup_logs(now)
             self._next["retention"] = now + self.retention_check_interval_ms
@@ -480,14 +488,15 @@ class LogManager:
             except KafkaStorageError:
                 pass  # the log's dir went offline
         self._delete_doomed(now)
+        background = self.background_checkpoints
         if now >= self._next.get("recovery", 0):
-            self.checkpoint_recovery_points()
+            self.checkpoint_recovery_points(background=background)
             self._next["recovery"] = now + self.recovery_point_checkpoint_interval_ms
         if now >= self._next.get("start", 0):
-            self.checkpoint_log_start_offsets()
+            self.checkpoint_log_start_offsets(background=background)
             self._next["start"] = now + self.log_start_offset_checkpoint_interval_ms
         if now >= self._next.get("hw", 0):
-            self.checkpoint_high_watermarks()
+            self.checkpoint_high_watermarks(background=background)
             self._next["hw"] = now + self.high_watermark_checkpoint_interval_ms
 
     def cleanup_logs(self, now: int | None = None) -> int:
@@ -515,7 +524,11 @@ class LogManager:
                 keep.append((due, log, path))
         self._doomed = keep
 
-    def _checkpoint(self, name: str, value: Callable[[Log], int], dirs=None) -> None:
+    def _checkpoint(
+        self, name: str, value: Callable[[Log], int], dirs=None, *, background: bool = False
+    ) -> None:
+        """Write checkpoint `name` of each dir from a snapshot taken now; with `background`,
+        on the writer's thread (a failure takes the dir offline at the next tick)."""
         for log_dir in self.online_dirs() if dirs is None else dirs:
             offsets = {
                 tp: value(log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir
@@ -523,10 +536,10 @@ class LogManager:
             for tp, log in self._future_logs.items():
                 if self._future_dir_of[tp] == log_dir and name != REPLICATION_CHECKPOINT:
                     offsets[tp] = value(log)
-            try:
-                write_offset_checkpoint(log_dir / name, offsets)
-            except OSError as exc:
-                self.dir_failed(log_dir, f"cannot write {name}: {exc}")
+            if background:
+                self._checkpoints.submit(log_dir, name, offsets)
+            elif (error := self._checkpoints.write(log_dir, name, offsets)) is not None:
+                self.dir_failed(log_dir, error)
 
     def _checkpoint_dir(self, log_dir: Path) -> None:
         if self.is_dir_online(log_dir):
@@ -535,14 +548,20 @@ class LogManager:
                 LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, [log_dir]
             )
 
-    def checkpoint_recovery_points(self) -> None:
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+    def checkpoint_recovery_points(self, *, background: bool = False) -> None:
+        self._checkpoint(
+            RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, background=background
+        )
 
-    def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+    def checkpoint_log_start_offsets(self, *, background: bool = False) -> None:
+        self._checkpoint(
+            LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, background=background
+        )
 
-    def checkpoint_high_watermarks(self) -> None:
-        self._checkpoint(REPLICATION_CHECKPOINT, lambda log: log.high_watermark)
+    def checkpoint_high_watermarks(self, *, background: bool = False) -> None:
+        self._checkpoint(
+            REPLICATION_CHECKPOINT, lambda log: log.high_watermark, background=background
+        )
 
     # -- shutdown ------------------------------------------------------------------------------
 
@@ -554,6 +573,9 @@ class LogManager:
                 os.close(fd)
             self._locks = []
             return
+        self._checkpoints.close()
+        for log_dir, reason in self._checkpoints.failures():
+            self.dir_failed(log_dir, reason)
         for log_dir, log in [
             *((self._log_dir_of[tp], log) for tp, log in self._logs.items()),
             *((self._future_dir_of[tp], log) for tp, log in self._future_logs.items()),

@@ -38,31 +38,34 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     described = authz.authorized_names(
         ctx, Op.DESCRIBE, RT.TOPIC, (t["name"] for t in req["topics"])
     )
+    none = ErrorCode.NONE
     for topic in req["topics"]:
         name = topic["name"]
         parts = []
         for p in topic["partitions"]:
-            result: dict[str, Any] = {"partition_index": p["partition_index"]}
+            index = p["partition_index"]
             try:
                 if name not in described:
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = led_partition(
-                    broker, name, p["partition_index"], p.get("current_leader_epoch", -1)
-                )
+                partition = led_partition(broker, name, index, p.get("current_leader_epoch", -1))
                 offset, timestamp, epoch = _lookup(
                     partition, p["timestamp"], from_client, committed
                 )
             except KafkaError as e:
-                result["error_code"] = e.code
-                result["old_style_offsets"] = []
-                parts.append(result)
+                parts.append(
+                    {"partition_index": index, "error_code": e.code, "old_style_offsets": []}
+                )
                 continue
-            result["error_code"] = ErrorCode.NONE
-            result["timestamp"] = timestamp
-            result["offset"] = offset
-            result["leader_epoch"] = epoch
-            result["old_style_offsets"] = [offset] if offset >= 0 else []
-            parts.append(result)
+            parts.append(
+                {
+                    "partition_index": index,
+                    "error_code": none,
+                    "timestamp": timestamp,
+                    "offset": offset,
+                    "leader_epoch": epoch,
+                    "old_style_offsets": [offset] if offset >= 0 else [],
+                }
+            )
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 

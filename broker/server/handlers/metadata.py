@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...cluster.metadata_cache import MetadataCache, TopicMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
@@ -121,6 +122,23 @@ def _describe_topic(ctx: RequestContext, name: str) -> dict[str, Any]:
     topic = cache.get_topic(name)
     if topic is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+    result: dict[str, Any] = {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "is_internal": topic.is_internal,
+        # Shared by every response until the cache changes (the encoder only reads it).
+        "partitions": cache.derived(
+            ("metadata-partitions", name), lambda: _partitions(cache, topic)
+        ),
+        "topic_authorized_operations": NOT_REQUESTED,
+    }
+    if topic.topic_id is not None:
+        result["topic_id"] = topic.topic_id
+    return result
+
+
+def _partitions(cache: MetadataCache, topic: TopicMetadata) -> list[dict[str, Any]]:
+    """The topic's partitions as Metadata lists them."""
     partitions = []
     for index in sorted(topic.partitions):
         p = topic.partitions[index]
@@ -136,16 +154,7 @@ def _describe_topic(ctx: RequestContext, name: str) -> dict[str, Any]:
                 "offline_replicas": list(p.offline_replicas),
             }
         )
-    result: dict[str, Any] = {
-        "error_code": ErrorCode.NONE,
-        "name": name,
-        "is_internal": topic.is_internal,
-        "partitions": partitions,
-        "topic_authorized_operations": NOT_REQUESTED,
-    }
-    if topic.topic_id is not None:
-        result["topic_id"] = topic.topic_id
-    return result
+    return partitions
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode | None:
