@@ -300,8 +300,11 @@ class Connection:
                 pass
 
 
-# Returns the response chunks, or None when no response is due (Produce with acks=0).
-FrameHandler = Callable[[Connection, memoryview], Awaitable[list[Any] | None]]
+# Returns the response chunks, or None when no response is due (Produce with acks=0), or a
+# future of them for a request that lets the connection read on (see the module's docstring).
+FrameHandler = Callable[
+    [Connection, memoryview], Awaitable[list[Any] | asyncio.Future[list[Any] | None] | None]
+]
 
 
 class SocketServer:
@@ -406,7 +409,9 @@ class SocketServer:
                     break
                 await conn.wait_unmuted()
         except (ConnectionClosed, ConnectionError, BrokenPipeError):
-            pass
+            if conn.writer is not None and not conn.closed:
+                # The peer may only have stopped sending: it still gets the owed responses.
+                await asyncio.wait([conn.writer])
         except ValueError as e:
             log.warning("closing connection %s: %s", conn.id, e)
         except asyncio.CancelledError:

@@ -129,7 +129,8 @@ def test_acks_all_refused_with_one_in_sync_replica(cluster_factory) -> None:
 def test_pipelined_acks_all_produce_is_appended_and_answered_in_order(cluster_factory) -> None:
     """A producer that does not wait for its acks=all responses (librdkafka sends a request
     every linger.ms): the leader reads on while earlier requests wait for the followers, yet
-    appends in request order and answers in request order, a Metadata request among them too."""
+    appends in request order and answers in request order, a Metadata request among them too,
+    and answers them all although the client stopped sending."""
     c = cluster_factory(3, OVERRIDES)
     create(c)
     leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
@@ -160,6 +161,7 @@ def test_pipelined_acks_all_produce_is_appended_and_answered_in_order(cluster_fa
     with socket.create_connection((c[leader].host, c[leader].port), timeout=60) as sock:
         sock.settimeout(60)
         sock.sendall(payload)  # all forty in one write
+        sock.shutdown(socket.SHUT_WR)  # done sending: every answer is still due
         for key, correlation_id, count in requests:
             got, response = codec.decode_response(key, 9, recv_frame(sock))
             assert got == correlation_id, f"response out of order: {got:#x} != {correlation_id:#x}"
