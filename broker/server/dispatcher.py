@@ -12,6 +12,7 @@ requests (or, after SaslHandshake v0, bare tokens); anything else closes it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,10 @@ from ..protocol import codec
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import REGISTRY
-from ..wait_time import metered
+from ..quotas.manager import QuotaKind
+from ..wait_time import WaitMeter, metered
 from .handlers import HANDLERS, RequestContext
+from .handlers.registry import Deferred
 from .handlers.sasl import PRE_AUTH_APIS
 from .network import CloseConnection, Connection
 from .throttling import apply_quotas, client_throttles, limit_fetch
@@ -71,7 +74,11 @@ class Dispatcher:
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
-    async def handle_frame(self, conn: Connection, frame: memoryview) -> list[Any] | None:
+    async def handle_frame(
+        self, conn: Connection, frame: memoryview
+    ) -> list[Any] | asyncio.Future[list[Any] | None] | None:
+        """The response chunks (None: no response), or a future of them when the connection
+        may read on while the request waits (an acks=all produce, see network.py)."""
         auth = conn.authenticator
         pre_auth = auth is not None and not auth.complete
         if pre_auth and auth.expects_raw_token:
@@ -127,14 +134,66 @@ class Dispatcher:
         started = time.perf_counter_ns()
         with metered() as waits:
             response = await spec.fn(ctx, request)
+            if isinstance(response, Deferred):
+                if conn.may_pipeline(len(frame)) and self._unthrottled(conn, header):
+                    # Created inside metered(): the task's waits count for this request.
+                    return asyncio.ensure_future(
+                        self._finish_later(
+                            conn, header, request, response, received, decode_ns, started, waits
+                        )
+                    )
+                response = await response.rest
+        return self._finish(conn, header, request, response, received, decode_ns, started, waits)
+
+    async def _finish_later(
+        self,
+        conn: Connection,
+        header: codec.RequestHeader,
+        request: dict[str, Any],
+        deferred: Deferred,
+        received: int,
+        decode_ns: int,
+        started: int,
+        waits: WaitMeter,
+    ) -> list[Any] | None:
+        response = await deferred.rest
+        return self._finish(conn, header, request, response, received, decode_ns, started, waits)
+
+    def _finish(
+        self,
+        conn: Connection,
+        header: codec.RequestHeader,
+        request: dict[str, Any],
+        response: dict[str, Any] | None,
+        received: int,
+        decode_ns: int,
+        started: int,
+        waits: WaitMeter,
+    ) -> list[Any] | None:
+        """Quotas, metrics and encoding of a handler's response."""
         busy_ns = time.perf_counter_ns() - started - waits.ns
         self._throttle(conn, header, request, response, decode_ns + busy_ns)
         self.broker.metrics.record_request(
-            header.api_key, version, (time.perf_counter_ns() - received) / 1e6
+            header.api_key, header.api_version, (time.perf_counter_ns() - received) / 1e6
         )
         if response is None:
             return None
-        return codec.encode_response(header.api_key, version, header.correlation_id, response)
+        return codec.encode_response(
+            header.api_key, header.api_version, header.correlation_id, response
+        )
+
+    def _unthrottled(self, conn: Connection, header: codec.RequestHeader) -> bool:
+        """No byte-rate or request quota bounds this client: throttling it (muting the
+        connection after a response) never depends on when its next request is read."""
+        security = self.broker.security
+        if security is None:
+            return True
+        quotas = security.quotas
+        client_id = header.client_id or ""
+        return all(
+            quotas.quota(conn.principal, client_id, kind) is None
+            for kind in (QuotaKind.PRODUCE, QuotaKind.REQUEST)
+        )
 
     def _throttle(
         self,

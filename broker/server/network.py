@@ -5,6 +5,16 @@ read only after the previous response is queued, so responses leave in request o
 connection never holds more than one request (bounded by socket.request.max.bytes) in memory.
 Pipelining clients still work: their further requests wait in the kernel's socket buffer.
 
+One exception, for acks=all produce: once a request's records are appended and it only waits
+for the followers (the handler returns a future of its response), the next frame is read at
+once. Otherwise a pipelining producer (librdkafka sends a request every linger.ms) gets one
+replication round trip per request, and when that round trip is longer than linger.ms its
+requests queue without bound in the socket. Appends still happen in request order and the
+responses still leave in request order (a writer task sends the owed ones; any other response
+waits for them). A connection owes at most `_PIPELINE_DEPTH` responses and holds at most
+socket.request.max.bytes of their requests; beyond that, and on TLS connections or for clients
+under a produce or request quota, requests are served one at a time as before.
+
 Plain sockets (not asyncio transports) are used so that fetch responses can hand log bytes to
 the kernel with os.sendfile; uvloop has no sendfile and transports own their file descriptors.
 On SSL and SASL_SSL listeners the bytes go through a TLS session (tls.py) instead, and file
@@ -19,6 +29,7 @@ import logging
 import os
 import socket
 import ssl
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +42,8 @@ log = logging.getLogger(__name__)
 _RECV_CHUNK = 256 * 1024
 # Small pieces are joined into one send; larger ones are sent as they are.
 _COALESCE_LIMIT = 64 * 1024
+# Responses a connection may owe while reading on (acks=all produce requests in flight).
+_PIPELINE_DEPTH = 32
 
 
 class FileRegion(Protocol):
@@ -127,6 +140,21 @@ class Connection:
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)
+        # Pipelined requests (see the module's docstring): their futures of response chunks in
+        # request order, with their sizes, and the task sending them.
+        self.pipeline_bytes = 0  # the server sets socket.request.max.bytes (0: never)
+        self.owed: deque[tuple[asyncio.Future[Any], int]] = deque()
+        self.owed_bytes = 0
+        self.writer: asyncio.Future[None] | None = None
+
+    def may_pipeline(self, size: int) -> bool:
+        """May a request of `size` bytes that now only waits let the next one be read?"""
+        return (
+            self.tls is None
+            and not self.closed
+            and len(self.owed) < _PIPELINE_DEPTH
+            and self.owed_bytes + size <= self.pipeline_bytes
+        )
 
     def throttle(self, seconds: float, *, before_response: bool) -> None:
         """Mute the channel for `seconds` from now (Kafka's throttled channel)."""
@@ -272,8 +300,11 @@ class Connection:
                 pass
 
 
-# Returns the response chunks, or None when no response is due (Produce with acks=0).
-FrameHandler = Callable[[Connection, memoryview], Awaitable[list[Any] | None]]
+# Returns the response chunks, or None when no response is due (Produce with acks=0), or a
+# future of them for a request that lets the connection read on (see the module's docstring).
+FrameHandler = Callable[
+    [Connection, memoryview], Awaitable[list[Any] | asyncio.Future[list[Any] | None] | None]
+]
 
 
 class SocketServer:
@@ -336,6 +367,7 @@ class SocketServer:
             except OSError:
                 sock.close()
                 continue
+            conn.pipeline_bytes = self.max_request_bytes
             self.connections.add(conn)
             throttle = self.connection_throttle(conn) if self.connection_throttle else 0
             if throttle > 0:
@@ -362,6 +394,12 @@ class SocketServer:
             while True:
                 frame = await conn.read_frame(self.max_request_bytes)
                 chunks = await self.handle_frame(conn, frame)
+                if isinstance(chunks, asyncio.Future):
+                    self._owe(conn, chunks, len(frame))
+                    continue
+                if conn.writer is not None:
+                    # Responses owed to earlier requests leave first.
+                    await asyncio.wait([conn.writer])
                 if conn.delay_response:
                     conn.delay_response = False
                     await conn.wait_unmuted()
@@ -371,7 +409,9 @@ class SocketServer:
                     break
                 await conn.wait_unmuted()
         except (ConnectionClosed, ConnectionError, BrokenPipeError):
-            pass
+            if conn.writer is not None and not conn.closed:
+                # The peer may only have stopped sending: it still gets the owed responses.
+                await asyncio.wait([conn.writer])
         except ValueError as e:
             log.warning("closing connection %s: %s", conn.id, e)
         except asyncio.CancelledError:
@@ -383,6 +423,43 @@ class SocketServer:
         finally:
             conn.close()
             self.connections.discard(conn)
+            for fut, _ in conn.owed:
+                fut.cancel()
+
+    def _owe(self, conn: Connection, fut: asyncio.Future[Any], size: int) -> None:
+        """Queue the future response of a pipelined request behind those owed already."""
+        conn.owed.append((fut, size))
+        conn.owed_bytes += size
+        if conn.writer is None:
+            reader = asyncio.current_task()
+            conn.writer = asyncio.ensure_future(self._write_owed(conn, reader))
+            self._tasks.add(conn.writer)
+            conn.writer.add_done_callback(self._tasks.discard)
+
+    async def _write_owed(self, conn: Connection, reader: asyncio.Task[Any] | None) -> None:
+        """Send the owed responses in request order; a failure closes the connection."""
+        try:
+            while conn.owed:
+                fut, size = conn.owed[0]
+                chunks = await fut
+                if chunks is not None:
+                    await conn.send(chunks)
+                conn.owed.popleft()
+                conn.owed_bytes -= size
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # logged as _serve would, then the reader stops too
+            if isinstance(e, ValueError):
+                log.warning("closing connection %s: %s", conn.id, e)
+            elif isinstance(e, OSError) and not isinstance(e, (ConnectionError, ConnectionClosed)):
+                log.info("connection %s failed: %s", conn.id, e)
+            elif not isinstance(e, (ConnectionError, ConnectionClosed, OSError)):
+                log.exception("closing connection %s after an unexpected error", conn.id)
+            conn.close()
+            if reader is not None:
+                reader.cancel()
+        finally:
+            conn.writer = None
 
     async def stop(self) -> None:
         for sock in self._sockets:

@@ -5,13 +5,18 @@ min.insync.replicas (reference §3)."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 
 import pytest
 from background_producer import BackgroundProducer
 from cluster import Cluster, cluster_factory_fixture, consume_all  # noqa: F401  (fixture)
+from odradek.broker.protocol import codec
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.protocol.errors import ErrorCode
+from odradek.broker.records.record import Record, build_batch
+from raw_wire import recv_frame
 
 TOPIC = "replicated"
 OVERRIDES = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "10000"}
@@ -107,6 +112,55 @@ def test_acks_all_refused_with_one_in_sync_replica(cluster_factory) -> None:
     result = c[leader].produce_one(TOPIC, b"x", -1)
     assert result["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert log_end(c, leader) == end
+
+
+def test_pipelined_acks_all_produce_is_appended_and_answered_in_order(cluster_factory) -> None:
+    """A producer that does not wait for its acks=all responses (librdkafka sends a request
+    every linger.ms): the leader reads on while earlier requests wait for the followers, yet
+    appends in request order and answers in request order, a Metadata request among them too,
+    and answers them all although the client stopped sending."""
+    c = cluster_factory(3, OVERRIDES)
+    create(c)
+    leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
+    requests: list[tuple[int, int, int]] = []  # (api key, correlation id, records in it)
+    payload = bytearray()
+    for i in range(40):
+        correlation_id = 0x20000 + i * 7919  # not consecutive: the order must come from requests
+        if i == 17:
+            key, version = ApiKey.METADATA, 9
+            body: dict = {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False}
+            count = 0
+        else:
+            key, version, count = ApiKey.PRODUCE, 9, 1 + i % 3
+            now = int(time.time() * 1000)
+            batch = build_batch(
+                [Record(offset=n, timestamp=now, value=b"v%d" % i) for n in range(count)]
+            )
+            body = {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 30000,
+                "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+            }
+        frame = codec.encode_request(key, version, correlation_id, "pipelined", body)
+        payload += struct.pack(">i", len(frame)) + frame
+        requests.append((key, correlation_id, count))
+    expected_offset = 0
+    with socket.create_connection((c[leader].host, c[leader].port), timeout=60) as sock:
+        sock.settimeout(60)
+        sock.sendall(payload)  # all forty in one write
+        sock.shutdown(socket.SHUT_WR)  # done sending: every answer is still due
+        for key, correlation_id, count in requests:
+            got, response = codec.decode_response(key, 9, recv_frame(sock))
+            assert got == correlation_id, f"response out of order: {got:#x} != {correlation_id:#x}"
+            if key == ApiKey.METADATA:
+                assert response["topics"][0]["partitions"][0]["leader_id"] == leader
+                continue
+            part = response["responses"][0]["partition_responses"][0]
+            assert part["error_code"] == ErrorCode.NONE
+            assert part["base_offset"] == expected_offset
+            expected_offset += count
+    assert log_end(c, leader) == expected_offset
 
 
 def segment(c: Cluster, broker: int, topic: str = TOPIC) -> bytes:

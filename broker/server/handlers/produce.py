@@ -14,11 +14,13 @@ from .. import authz
 from ..network import CloseConnection
 from ..services import led_partition
 from ..throttling import records_size
-from .registry import RequestContext, handles
+from .registry import Deferred, RequestContext, handles
 
 
 @handles(ApiKey.PRODUCE, "0-11")
-async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
+async def handle_produce(
+    ctx: RequestContext, req: dict[str, Any]
+) -> dict[str, Any] | Deferred | None:
     broker = ctx.broker
     metered = broker.metrics.enabled  # sizes are worked out only for a served endpoint
     acks = req["acks"]
@@ -87,16 +89,9 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 waiting.append((result, partition, outcome.last_offset + 1))
         responses.append({"name": name, "partition_responses": results})
     if waiting:
+        # Everything is appended: the rest only waits, and the connection may read on.
         timeout_s = max(req.get("timeout_ms", 30000), 0) / 1000
-        codes = await asyncio.gather(
-            *(
-                broker.replica_manager.wait_for_replication(partition, required, timeout_s)
-                for _, partition, required in waiting
-            )
-        )
-        for (result, _, _), code in zip(waiting, codes, strict=True):
-            if code != ErrorCode.NONE:
-                result["error_code"] = code
+        return Deferred(_replicated(broker.replica_manager, waiting, timeout_s, responses))
     if acks == 0:
         # No response can carry the error: like Kafka, close so the client refreshes metadata.
         for topic in responses:
@@ -107,6 +102,25 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                         f"{ErrorCode(part['error_code']).name}"
                     )
         return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _replicated(
+    replica_manager: Any,
+    waiting: list[tuple[dict[str, Any], Any, int]],
+    timeout_s: float,
+    responses: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The acks=all response, once every appended partition's HW has passed its records."""
+    codes = await asyncio.gather(
+        *(
+            replica_manager.wait_for_replication(partition, required, timeout_s)
+            for _, partition, required in waiting
+        )
+    )
+    for (result, _, _), code in zip(waiting, codes, strict=True):
+        if code != ErrorCode.NONE:
+            result["error_code"] = code
     return {"responses": responses, "throttle_time_ms": 0}
 
 

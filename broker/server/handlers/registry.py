@@ -34,7 +34,18 @@ class RequestContext:
             logger.warning("%s", message)
 
 
-Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+class Deferred:
+    """What is left of a handler once its work is done and only a wait remains (an acks=all
+    produce waiting for the high watermark): awaiting `rest` gives the response. The
+    dispatcher may let the connection read its next request meanwhile (network.py)."""
+
+    __slots__ = ("rest",)
+
+    def __init__(self, rest: Awaitable[dict[str, Any] | None]) -> None:
+        self.rest = rest
+
+
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | Deferred | None]]
 
 
 @dataclass(frozen=True)
