@@ -6,7 +6,10 @@ the largest timestamp seen up to that offset. Both are big-endian and strictly i
 
 Like Kafka, the active segment's index files are preallocated to segment.index.bytes (a sparse
 file) and written through a shared mapping; they are trimmed to their entries when the segment
-stops being active (roll, close). Inactive indexes are mapped read-only on first lookup, so a log
+stops being active (roll, close). The page an entry goes into is reserved with fallocate before it
+is written: on a full disk that fails with ENOSPC, an I/O error the log directory's failure
+handling knows, where touching an unbacked page of a sparse mapping would kill the process with
+SIGBUS. Inactive indexes are mapped read-only on first lookup, so a log
 with many old segments costs no mapping until someone reads them.
 """
 
@@ -16,6 +19,8 @@ import mmap
 import os
 import struct
 from pathlib import Path
+
+PAGE = mmap.PAGESIZE
 
 
 class IndexFull(Exception):
@@ -31,6 +36,7 @@ class _Index:
         size = self.entry.size
         self._mm: mmap.mmap | None = None
         self._writable = False
+        self._reserved = 0  # bytes from the start known to be backed by the file system
         try:
             self.length = os.stat(self.path).st_size
             self.newly_created = False
@@ -59,6 +65,7 @@ class _Index:
         self.length = target
         self.max_entries = target // size
         self._writable = True
+        self._reserved = self.entries * size // PAGE * PAGE
 
     def trim(self) -> None:
         """Shrink the file to its entries and drop the writable mapping (segment became inactive)."""
@@ -130,8 +137,21 @@ class _Index:
         if self.entries >= self.max_entries:
             raise IndexFull(f"{self.path} is full")
         assert self._mm is not None
+        end = (i + 1) * self.entry.size
+        if end > self._reserved:
+            self._reserve(end)
         self.entry.pack_into(self._mm, i * self.entry.size, *values)
         self.entries = i + 1
+
+    def _reserve(self, end: int) -> None:
+        """Back the pages up to `end` with blocks (ENOSPC here rather than SIGBUS later)."""
+        upto = min(-(-end // PAGE) * PAGE, self.length)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, upto - self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = upto
 
     def reset(self, max_index_size: int) -> None:
         """Drop every entry (before a rebuild) and make the index writable."""
