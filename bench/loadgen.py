@@ -5,13 +5,13 @@ consumer groups) so the client never shares an interpreter with the orchestratio
 another client. The last line printed on stdout is a JSON object with the measurement.
 
     loadgen.py create --topic PREFIX [--topic PREFIX ...] --partitions P [--replication R]
-                      [--config K=V ...]
+                      [--config K=V ...] [--one-by-one]
     loadgen.py produce --topic T --records N --size B --acks 1|all [--compression C]
                        [--idempotent] [--rate R] [--go-file F] [--stamp]
     loadgen.py consume --topic T --records N --partitions P
     loadgen.py group-consume --topic T --group G --work-dir D [--latency]
     loadgen.py txn-produce --topic T --records N --size B --txn-records K
-    loadgen.py metadata --topic T --requests N
+    loadgen.py metadata --topic T [--topic T ...] --partitions P --requests N
     loadgen.py list-offsets --topic T --partitions P --requests N
 
 Every phase takes --bootstrap H:P and --duration S (a time bound).
@@ -66,18 +66,17 @@ def payloads(size: int, kind: str, count: int = 16) -> list[bytes]:
 
 
 def create(args: argparse.Namespace) -> dict:
-    """Create ``<prefix>-<random>`` for each --topic prefix and wait until every partition has
-    a leader."""
+    """Create ``<prefix>-<random>`` for each --topic prefix (in one request, or one request
+    per topic with --one-by-one) and wait until every partition has a leader."""
     names = [f"{prefix}-{uuid.uuid4().hex[:8]}" for prefix in args.topic]
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     config = dict(item.split("=", 1) for item in args.config)
+    new = [NewTopic(n, args.partitions, args.replication, config=config) for n in names]
     started = time.perf_counter()
-    futures = admin.create_topics(
-        [NewTopic(n, args.partitions, args.replication, config=config) for n in names],
-        operation_timeout=args.duration,
-    )
-    for future in futures.values():
-        future.result(args.duration)
+    for batch in [[t] for t in new] if args.one_by_one else [new]:
+        futures = admin.create_topics(batch, operation_timeout=args.duration)
+        for future in futures.values():
+            future.result(args.duration)
     deadline = time.monotonic() + args.duration
     waiting = list(names)
     while waiting and time.monotonic() < deadline:
@@ -332,16 +331,20 @@ def group_consume(args: argparse.Namespace) -> dict:
 
 
 def metadata(args: argparse.Namespace) -> dict:
-    """``requests`` Metadata requests for one topic; milliseconds of each round trip."""
+    """``requests`` Metadata requests for the topic, or for all topics when several are named
+    (the client asks for one topic or all); milliseconds of each round trip."""
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    admin.list_topics(args.topic, timeout=30)
+    one = args.topic[0] if len(args.topic) == 1 else None
+    admin.list_topics(one, timeout=60)
     samples = []
     for _ in range(args.requests):
         began = time.perf_counter()
-        meta = admin.list_topics(args.topic, timeout=30)
+        meta = admin.list_topics(one, timeout=60)
         samples.append((time.perf_counter() - began) * 1000)
-        if len(meta.topics[args.topic].partitions) != args.partitions:
-            return {"phase": "metadata", "error": "partitions missing from Metadata"}
+        for topic in args.topic:
+            found = meta.topics.get(topic)
+            if found is None or len(found.partitions) != args.partitions:
+                return {"phase": "metadata", "error": f"partitions of {topic} missing"}
     return {"phase": "metadata", "ms": samples, "error": None}
 
 
@@ -375,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("phase", choices=sorted(PHASES))
     parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", required=True, action="append", help="(create: repeatable)")
+    parser.add_argument("--topic", required=True, action="append",
+                        help="(create, metadata: repeatable)")  # fmt: skip
+    parser.add_argument("--one-by-one", action="store_true", help="create: a request per topic")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--payload", choices=["random", "text"], default="random")
@@ -396,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args(argv)
-    if args.phase != "create":
+    if args.phase not in ("create", "metadata"):
         args.topic = args.topic[-1]
     try:
         result = PHASES[args.phase](args)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import report
@@ -47,6 +47,7 @@ KINDS = {
     "single": Kind("single", "one broker"),
     "cluster": Kind("cluster", "three brokers", brokers=3),
     "partitions": Kind("partitions", "one broker, 1,000 partitions"),
+    "partitions-scale": Kind("partitions-scale", "one broker, 1,000-partition topics"),
     "recovery": Kind("recovery", "one broker, crash recovery"),
     "compaction": Kind(
         "compaction", "one broker, compaction", settings={"log.cleaner.backoff.ms": "1000"}
@@ -82,11 +83,18 @@ SCENARIOS = [
     Scenario("cluster", "cluster", sc.cluster,
              "three brokers, RF=3, min.insync.replicas=2: 8 producers acks=all, a group of 4 "
              "consumers, end-to-end latency at half the maximum rate"),
+    Scenario("catch-up", "cluster", sc.catch_up,
+             "three brokers: a follower stopped while 1 GB is written, then started again: "
+             "time until it is back in the ISR"),
     Scenario("partitions", "partitions", _partitions,
              "one broker, a topic of 1,000 partitions: produce, consume, Metadata, ListOffsets, "
              "start-up time"),
+    Scenario("partitions-scale", "partitions-scale", sc.partitions_scale,
+             "one broker, 6 topics of 1,000 partitions (--scale-topics): creation, Metadata "
+             "round trip, start-up time"),
     Scenario("recovery", "recovery", sc.recovery,
-             "one broker killed with kill -9 holding a log of many segments: time to serve again"),
+             "one broker killed with kill -9 holding 2 GB of log in 2,000 segments: time to "
+             "serve again"),
     Scenario("compaction", "compaction", sc.compaction,
              "the log cleaner's rate and produce latency while it runs", repeated=False),
     Scenario("offline-load", "offline-load", sc.offline_load,
@@ -196,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--phase-mb", type=int,
                         help="MB of values per throughput phase (64; quick: 8)")  # fmt: skip
+    parser.add_argument("--scale-topics", type=int,
+                        help="topics of 1,000 partitions in partitions-scale (6; quick: 4 of 100)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
     parser.add_argument("--kafka-heap", default="1g")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
@@ -220,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plan = sc.Plan.make(args.quick, args.repeats, args.phase_mb)
+    if args.scale_topics:
+        plan = replace(plan, scale_topics=args.scale_topics)
     meta = machine()
     systems = [args.system] if args.system else list(SYSTEMS)
     print(f"bench: {', '.join(s.name for s in chosen)}; {plan.repeats} repeat(s); "

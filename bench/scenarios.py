@@ -42,22 +42,24 @@ class Plan:
     duration: float  # time bound of one phase (s)
     partitions: int  # of the single-broker topics
     many_partitions: int
+    scale_topics: int  # the partitions-scale scenario: topics of many_partitions each
     recovery_mb: int
     recovery_segment_bytes: int
+    catchup_mb: int  # what a stopped follower misses and catches up
     latency_seconds: float
     compaction_mb: int
     offline_records: int
-    structural_repeats: int  # restarts (start-up and recovery) are slow: fewer of them
+    structural_repeats: int  # restarts (start-up, recovery, catch-up) are slow: fewer of them
 
     @classmethod
     def make(cls, quick: bool, repeats: int | None, phase_mb: int | None = None) -> Plan:
         if quick:
-            plan = cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100,
-                       32, 1 << 20, 3.0, 16, 50_000, 1)  # fmt: skip
+            plan = cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100, 4,
+                       32, 1_000_000, 32, 3.0, 16, 50_000, 1)  # fmt: skip
         else:
             reps = repeats or 5
-            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000,
-                       256, 1 << 20, 10.0, 1024, 300_000, min(reps, 3))  # fmt: skip
+            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000, 6,
+                       2000, 1_000_000, 1000, 10.0, 1024, 300_000, min(reps, 2))  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
@@ -87,11 +89,12 @@ class Ctx:
         return self.deployment.system
 
     def loadgen(self, phase: str, **options: object) -> dict:
+        bound = float(options.get("duration", self.plan.duration))  # type: ignore[arg-type]
         out = subprocess.run(
             self.loadgen_command(phase, **options),
             capture_output=True,
             text=True,
-            timeout=3 * self.plan.duration + 180,
+            timeout=3 * bound + 180,
         )
         if out.returncode != 0 or not out.stdout.strip():
             raise RuntimeError(f"loadgen {phase} failed ({out.returncode}): {out.stderr[-1500:]}")
@@ -102,7 +105,8 @@ class Ctx:
 
     def loadgen_command(self, phase: str, **options: object) -> list[str]:
         options.setdefault("duration", self.plan.duration)
-        cmd = [sys.executable, str(LOADGEN), phase, "--bootstrap", self.deployment.bootstrap]
+        bootstrap = options.pop("bootstrap", None) or self.deployment.bootstrap
+        cmd = [sys.executable, str(LOADGEN), phase, "--bootstrap", str(bootstrap)]
         for key, value in options.items():
             flag = f"--{key.replace('_', '-')}"
             if value is True:
@@ -187,8 +191,10 @@ class Ctx:
 
 def warm_up(ctx: Ctx) -> None:
     """JIT, page cache, connections: produce and consume a little, not reported. With three
-    brokers the warm-up replicates (RF=3, acks=all), so the replication path is warm too."""
-    n = 5_000 if ctx.plan.quick else 30_000
+    brokers the warm-up replicates (RF=3, acks=all), so the replication path is warm too.
+    A quick run warms up less, but does: a cold three-broker Kafka has failed its consumer
+    group row."""
+    n = 2_000 if ctx.plan.quick else 30_000
     brokers = len(ctx.deployment.brokers)
     try:
         topic = ctx.create("warm", brokers, brokers)
@@ -450,6 +456,72 @@ def latency(ctx: Ctx, size: int) -> None:
             ctx.fail(label, "ms", False, exc)
 
 
+CATCHUP_PARTITIONS = 6
+
+
+def wait_isr(bootstrap: str, topic: str, broker_id: int, inside: bool, deadline: float) -> None:
+    """Poll Metadata until `broker_id` is (or is not) in the ISR of every partition."""
+    while in_isr(bootstrap, topic, CATCHUP_PARTITIONS, broker_id) is not inside:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"broker {broker_id} {'not ' if inside else ''}back in the ISR")
+        time.sleep(0.1)
+
+
+def catch_up(ctx: Ctx) -> None:
+    """A follower misses `catchup_mb` MB and catches up: a topic of 6 partitions with RF=3;
+    the last broker is stopped (SIGTERM, so it leaves every ISR at once); the others take the
+    records (acks=1, 10 KiB values); the broker is started again. The rows: seconds from its
+    launch until Metadata shows it in the ISR of every partition, and from its first answer
+    (ApiVersions) until then, which leaves the process's start out."""
+    p = ctx.plan
+    label = f"follower back in the ISR after a restart, {p.catchup_mb:,} MB behind"
+    after = f"follower back in the ISR, {p.catchup_mb:,} MB behind, from serving"
+    if ctx.repeat >= p.structural_repeats:
+        return
+    brokers = ctx.deployment.brokers
+    follower, follower_id = brokers[-1], len(brokers)
+    others = ",".join(b.bootstrap for b in brokers[:-1])
+    try:
+        topic = ctx.create("catch-up", CATCHUP_PARTITIONS, len(brokers))
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "s", False, exc)
+        return
+    try:
+        ctx.note_peak()
+        follower.stop(120)
+        wait_isr(others, topic, follower_id, False, time.monotonic() + 120)
+        size = 10 * KiB
+        n = p.catchup_mb * 1_000_000 // size
+        filled = ctx.loadgen("produce", bootstrap=others, topic=topic, records=n, size=size,
+                             acks="1", duration=900)  # fmt: skip
+        if filled["records"] < n:
+            raise RuntimeError(f"wrote {filled['records']} of {n} records: {filled['error']}")
+        follower.launch()
+        serving = follower.wait_serving(600)
+        wait_isr(others, topic, follower_id, True, follower.launched_at + 900)
+        seconds = time.monotonic() - follower.launched_at
+        ctx.record(label, "s", False, seconds)
+        ctx.record(after, "s", False, seconds - serving)
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "s", False, exc)
+        if not follower.running:  # the next scenarios need all three
+            follower.start(600)
+    finally:
+        delete_topics(ctx.deployment.bootstrap, [topic])
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Delete what a scenario no longer needs (a GB of log times three replicas)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
+        try:
+            future.result(90)
+        except Exception as exc:  # noqa: BLE001 - the run goes on; the disk is not full yet
+            print(f"  could not delete {topics}: {exc}", flush=True)
+
+
 # -- 1,000 partitions ------------------------------------------------------------------------
 
 
@@ -498,20 +570,38 @@ def partitions(ctx: Ctx) -> None:
             ctx.fail(label, "ms", False, exc)
 
 
-def leaders_ready(bootstrap: str, topic: str, count: int) -> bool:
+def topic_metadata(bootstrap: str, topics: list[str]) -> dict | None:
+    """Metadata of `topics` (of every topic when there are several: the client asks for one
+    or all), or None while the broker does not answer."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
     try:
-        meta = admin.list_topics(topic, timeout=2).topics.get(topic)
+        return admin.list_topics(topics[0] if len(topics) == 1 else None, timeout=10).topics
     except Exception:  # noqa: BLE001 - not serving yet
-        return False
-    return (
-        meta is not None
-        and meta.error is None
-        and len(meta.partitions) == count
-        and all(p.leader >= 0 and not p.error for p in meta.partitions.values())
-    )
+        return None
+
+
+def leaders_ready(bootstrap: str, topics: list[str], count: int) -> bool:
+    """Every one of `topics` shows `count` partitions, each with a leader."""
+    found = topic_metadata(bootstrap, topics) or {}
+    for topic in topics:
+        meta = found.get(topic)
+        if meta is None or meta.error is not None or len(meta.partitions) != count:
+            return False
+        if not all(p.leader >= 0 and not p.error for p in meta.partitions.values()):
+            return False
+    return bool(found)
+
+
+def in_isr(bootstrap: str, topic: str, count: int, broker_id: int) -> bool | None:
+    """Whether `broker_id` is in the ISR of every partition of `topic` (True), of none (False)
+    or of some (None), as Metadata says."""
+    meta = (topic_metadata(bootstrap, [topic]) or {}).get(topic)
+    if meta is None or meta.error is not None or len(meta.partitions) != count:
+        return None
+    inside = [broker_id in p.isrs for p in meta.partitions.values()]
+    return True if all(inside) else False if not any(inside) else None
 
 
 def back_in_service(
@@ -539,16 +629,55 @@ def startup(ctx: Ctx) -> None:
     """Stop the broker holding the 1,000-partition topic (SIGTERM) and start it again: seconds
     from the launch until Metadata shows a leader for every partition."""
     topic = ctx.shared.get("many")
-    label = f"broker start-up with {ctx.plan.many_partitions:,} partitions"
-    if topic is None or ctx.repeat >= ctx.plan.structural_repeats:
+    if topic is not None:
+        restart_until_led(ctx, [topic])
+
+
+def restart_until_led(ctx: Ctx, topics: list[str]) -> None:
+    """The start-up row: SIGTERM, start again, until every partition of `topics` has a leader.
+    A quick run leaves it out: its one restart is the recovery scenario's (kill -9), through
+    the same code."""
+    many = ctx.plan.many_partitions
+    label = f"broker start-up with {many * len(topics):,} partitions"
+    if ctx.repeat >= ctx.plan.structural_repeats or ctx.plan.quick:
         return
     try:
-        seconds = back_in_service(
-            ctx, False, lambda b: leaders_ready(b, topic, ctx.plan.many_partitions)
-        )
+        seconds = back_in_service(ctx, False, lambda b: leaders_ready(b, topics, many))
         ctx.record(label, "s", False, seconds)
     except Exception as exc:  # noqa: BLE001
         ctx.fail(label, "s", False, exc)
+
+
+def partitions_scale(ctx: Ctx) -> None:
+    """`scale_topics` topics of `many_partitions` each (6,000 partitions in full mode; 10,000
+    with --scale-topics 10 where the open-file limit allows, see bench/README.md): the
+    creation time, the Metadata round trip for all of them and the broker's start-up time.
+    The topics are created one request each: Kafka's KRaft controller refuses a CreateTopics
+    request that makes more than 10,000 metadata records."""
+    p = ctx.plan
+    many, total = p.many_partitions, p.many_partitions * p.scale_topics
+    topics = ctx.shared.get("scale")
+    if topics is None:
+        label = f"create {p.scale_topics} topics of {many:,} partitions, until all have leaders"
+        try:
+            result = ctx.loadgen("create", topic=[f"scale-{i}" for i in range(p.scale_topics)],
+                                 partitions=many, one_by_one=True, duration=600)  # fmt: skip
+            if not result.get("topics"):
+                raise RuntimeError(result.get("error") or "topic creation failed")
+            topics = ctx.shared["scale"] = result["topics"]
+            ctx.record(label, "s", False, result["seconds"])
+        except Exception as exc:  # noqa: BLE001
+            ctx.fail(label, "s", False, exc)
+            return
+    label = f"Metadata of {total:,} partitions ({p.scale_topics} topics), round trip"
+    try:
+        result = ctx.loadgen("metadata", topic=topics, partitions=many, requests=20)
+        if result.get("error"):
+            raise RuntimeError(result["error"])
+        ctx.record(label, "ms", False, statistics.median(result["ms"]))
+    except Exception as exc:  # noqa: BLE001
+        ctx.fail(label, "ms", False, exc)
+    restart_until_led(ctx, topics)
 
 
 # -- crash recovery --------------------------------------------------------------------------
@@ -568,11 +697,12 @@ def end_offset(bootstrap: str, topic: str) -> int | None:
 
 
 def recovery(ctx: Ctx) -> None:
-    """A log of `recovery_mb` MB in 1 MiB segments; kill -9 the broker and time its way back
-    to answering ListOffsets with the same end offset."""
+    """A log of `recovery_mb` MB in segments of `recovery_segment_bytes` (2,000 MB in 2,000 in
+    full mode); kill -9 the broker and time its way back to answering ListOffsets with the
+    same end offset."""
     p = ctx.plan
     segments = p.recovery_mb * 1_000_000 // p.recovery_segment_bytes
-    label = f"serving again after kill -9, {p.recovery_mb} MB log in ~{segments} segments"
+    label = f"serving again after kill -9, {p.recovery_mb:,} MB log in ~{segments:,} segments"
     if ctx.repeat >= p.structural_repeats:
         return
     try:

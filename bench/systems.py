@@ -142,8 +142,11 @@ def deploy(
         deployment.start()
         if brokers > 1:
             time.sleep(2)  # let every broker register before topics are created
-    except BaseException:
+    except BaseException as exc:
         tails = deployment.log_tail()
         deployment.stop()
-        raise RuntimeError(f"{system} did not start:\n{tails}") from None
+        if not isinstance(exc, Exception):
+            raise
+        # The cause first (a failed storage format leaves no process log to show).
+        raise RuntimeError(f"{system} did not start: {str(exc)[:1500]}\n{tails}") from None
     return deployment
