@@ -82,7 +82,7 @@ SCENARIOS = [
              "one broker: transactional producer, 100 records per transaction"),
     Scenario("cluster", "cluster", sc.cluster,
              "three brokers, RF=3, min.insync.replicas=2: 8 producers acks=all, a group of 4 "
-             "consumers, end-to-end latency at half the maximum rate"),
+             "consumers, end-to-end latency at a fixed 10,000 records/s"),
     Scenario("catch-up", "cluster", sc.catch_up,
              "three brokers: a follower stopped while 1 GB is written, then started again: "
              "time until it is back in the ISR"),
