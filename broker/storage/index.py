@@ -1,16 +1,20 @@
-"""Sparse segment indexes in Kafka's file formats, memory-mapped.
+"""Sparse segment indexes in Kafka's file formats.
 
 `.index`: (relative offset int32, position int32) — the batch at `position` is the first one that
 holds offsets after the previous entry; `.timeindex`: (timestamp int64, relative offset int32) —
 the largest timestamp seen up to that offset. Both are big-endian and strictly increasing.
 
 Like Kafka, the active segment's index files are preallocated to segment.index.bytes (a sparse
-file) and written through a shared mapping; they are trimmed to their entries when the segment
-stops being active (roll, close). The page an entry goes into is reserved with fallocate before it
-is written: on a full disk that fails with ENOSPC, an I/O error the log directory's failure
-handling knows, where touching an unbacked page of a sparse mapping would kill the process with
-SIGBUS. Inactive indexes are mapped read-only on first lookup, so a log
-with many old segments costs no mapping until someone reads them.
+file) and trimmed to their entries when the segment stops being active (roll, close). Unlike
+Kafka, the active index is not memory-mapped: CPython's mmap keeps a dup()ed descriptor per
+mapping, which made a broker with thousands of partitions run out of file descriptors. Its
+entries live in a bytearray and are written to the file with pwrite when the segment is
+flushed (the recovery point moves past them) or trimmed; the file is opened only for that. A
+full disk shows up there as ENOSPC, an I/O error the log directory's failure handling knows.
+After a crash the file may lack the entries written since the last flush: loading recovers the
+segments past the recovery point, rebuilding their indexes, as Kafka does. Inactive indexes are
+mapped read-only on first lookup, so a log with many old segments costs no mapping until
+someone reads them.
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ import mmap
 import os
 import struct
 from pathlib import Path
-
-PAGE = mmap.PAGESIZE
 
 
 class IndexFull(Exception):
@@ -34,9 +36,10 @@ class _Index:
         self.path = Path(path)
         self.base_offset = base_offset
         size = self.entry.size
-        self._mm: mmap.mmap | None = None
-        self._writable = False
-        self._reserved = 0  # bytes from the start known to be backed by the file system
+        self._mm: mmap.mmap | None = None  # read-only mapping of an inactive index
+        self._buf: bytearray | None = None  # the entries of an active index
+        self._written = 0  # leading bytes of _buf already in the file
+        self._unsynced = False  # written to the file since its last fsync
         try:
             self.length = os.stat(self.path).st_size
             self.newly_created = False
@@ -49,37 +52,44 @@ class _Index:
         if active:
             self.make_active(max_index_size)
 
-    # -- mapping -------------------------------------------------------------------------------
+    # -- activity ------------------------------------------------------------------------------
 
     def make_active(self, max_index_size: int) -> None:
-        """Preallocate to the configured size and map read-write so entries can be appended."""
+        """Load the entries into memory and preallocate the file so entries can be appended."""
         size = self.entry.size
+        valid = self.entries * size
         target = max(max_index_size // size, self.entries) * size
         self._unmap()
         fd = os.open(self.path, os.O_RDWR)
         try:
+            data = os.pread(fd, valid, 0) if valid else b""
+            if len(data) != valid:
+                raise OSError(f"{self.path}: shorter than its {self.entries} entries")
             os.ftruncate(fd, target)
-            self._mm = mmap.mmap(fd, target, access=mmap.ACCESS_WRITE) if target else None
         finally:
             os.close(fd)
+        self._buf = bytearray(data)
+        self._written = valid
         self.length = target
         self.max_entries = target // size
-        self._writable = True
-        self._reserved = self.entries * size // PAGE * PAGE
 
     def trim(self) -> None:
-        """Shrink the file to its entries and drop the writable mapping (segment became inactive)."""
-        if self._mm is not None and self._writable:
-            self._mm.flush()
+        """Write the entries, shrink the file to them and drop the buffer (segment became
+        inactive); the fsync is left to the next flush."""
+        if self._buf is not None:
+            self._write_out()
         self._unmap()
         valid = self.entries * self.entry.size
         if self.length != valid:
             os.truncate(self.path, valid)
             self.length = valid
         self.max_entries = self.entries
-        self._writable = False
+        self._buf = None
 
-    def _map(self) -> mmap.mmap | None:
+    def _map(self) -> mmap.mmap | bytearray | None:
+        """What lookups read: the buffer of an active index, else a read-only mapping."""
+        if self._buf is not None:
+            return self._buf if self.entries else None
         if self._mm is None and self.entries:
             fd = os.open(self.path, os.O_RDONLY)
             try:
@@ -95,15 +105,16 @@ class _Index:
 
     @property
     def active(self) -> bool:
-        return self._writable
+        return self._buf is not None
 
     # -- entries -------------------------------------------------------------------------------
 
     def raw_entry(self, i: int) -> tuple[int, int]:
         """Entry i; read with pread when the index is not mapped yet (start-up checks)."""
         size = self.entry.size
-        if self._mm is not None:
-            return self.entry.unpack_from(self._mm, i * size)
+        source = self._buf if self._buf is not None else self._mm
+        if source is not None:
+            return self.entry.unpack_from(source, i * size)
         fd = os.open(self.path, os.O_RDONLY)
         try:
             data = os.pread(fd, size, i * size)
@@ -132,41 +143,62 @@ class _Index:
         return lo
 
     def _write(self, i: int, *values: int) -> None:
-        if not self._writable:
+        if self._buf is None:
             raise IndexFull(f"{self.path} is not active")
         if self.entries >= self.max_entries:
             raise IndexFull(f"{self.path} is full")
-        assert self._mm is not None
-        end = (i + 1) * self.entry.size
-        if end > self._reserved:
-            self._reserve(end)
-        self.entry.pack_into(self._mm, i * self.entry.size, *values)
+        assert len(self._buf) == i * self.entry.size
+        self._buf += self.entry.pack(*values)
         self.entries = i + 1
 
-    def _reserve(self, end: int) -> None:
-        """Back the pages up to `end` with blocks (ENOSPC here rather than SIGBUS later)."""
-        upto = min(-(-end // PAGE) * PAGE, self.length)
-        fd = os.open(self.path, os.O_RDWR)
+    def _set_entries(self, entries: int) -> None:
+        """Keep the first `entries` entries (the file catches up at the next flush or trim)."""
+        self.entries = entries
+        if self._buf is not None:
+            end = entries * self.entry.size
+            del self._buf[end:]
+            self._written = min(self._written, end)
+
+    def _write_out(self) -> None:
+        """pwrite the entries the file lacks (ENOSPC on a full disk: an I/O error)."""
+        assert self._buf is not None
+        end = len(self._buf)
+        if self._written >= end:
+            return
+        fd = os.open(self.path, os.O_WRONLY)
         try:
-            os.posix_fallocate(fd, self._reserved, upto - self._reserved)
+            pos = self._written
+            with memoryview(self._buf) as view:
+                while pos < end:
+                    pos += os.pwrite(fd, view[pos:end], pos)
         finally:
             os.close(fd)
-        self._reserved = upto
+        self._written = end
+        self._unsynced = True
 
     def reset(self, max_index_size: int) -> None:
         """Drop every entry (before a rebuild) and make the index writable."""
         self.entries = 0
+        self._buf = None
         self._unmap()
         os.truncate(self.path, 0)
         self.length = 0
         self.make_active(max_index_size)
 
     def flush(self) -> None:
-        if self._mm is not None and self._writable:
-            self._mm.flush()
+        """Make the entries durable: write what the file lacks, then fsync it."""
+        if self._buf is not None:
+            self._write_out()
+        if self._unsynced:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def close(self) -> None:
-        if self._writable:
+        if self._buf is not None:
             self.trim()
         self._unmap()
 
@@ -176,6 +208,7 @@ class _Index:
 
     def delete_file(self) -> None:
         self._unmap()
+        self._buf = None
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -214,7 +247,7 @@ class OffsetIndex(_Index):
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= target."""
-        self.entries = self._search(offset - self.base_offset - 1, 0) + 1
+        self._set_entries(self._search(offset - self.base_offset - 1, 0) + 1)
 
 
 class TimeIndex(_Index):
@@ -254,4 +287,4 @@ class TimeIndex(_Index):
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= target."""
-        self.entries = self._search(offset - self.base_offset - 1, 1) + 1
+        self._set_entries(self._search(offset - self.base_offset - 1, 1) + 1)

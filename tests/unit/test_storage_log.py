@@ -395,3 +395,38 @@ def test_follower_append_larger_than_segment_is_split(tmp_path):
     with pytest.raises(RecordListTooLarge):
         log.append(make_batch(20, base_offset=20), assign_offsets=False)
     log.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_open_log_holds_one_descriptor_its_active_log_file(tmp_path):
+    """The active indexes are not mapped (a mapping keeps a dup()ed fd in CPython): a broker
+    with thousands of partitions would otherwise need three descriptors per partition."""
+    before = _open_fds()
+    logs = [open_log(tmp_path / str(i), index_interval_bytes=0) for i in range(20)]
+    for log in logs:
+        fill(log, 5)
+        log.read(2, 1)  # a lookup in the active index
+    assert _open_fds() - before == len(logs)
+    for log in logs:
+        log.close()
+    assert _open_fds() == before
+
+
+def test_active_index_entries_reach_the_file_at_flush(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=0)
+    fill(log, 5)
+    index = log.active_segment.offset_index
+    assert index.entries == 4
+    path = index.path
+    assert not path.read_bytes().strip(b"\0")  # kept in memory until the flush
+    log.flush()
+    data = path.read_bytes()
+    assert [int.from_bytes(data[i * 8 : i * 8 + 4], "big") for i in range(4)] == [3, 5, 7, 9]
+    assert not data[32:].strip(b"\0")  # still preallocated
+    log.truncate_to(6)  # keeps the entries of offsets 3 and 5
+    log.flush()
+    log.close()
+    assert os.path.getsize(path) == 2 * 8

@@ -234,3 +234,54 @@ def test_recovery_below_the_log_start_offset_restarts_the_log_there(tmp_path):
     assert log.read(50, 100) is None
     assert log.append(make_batch()).first_offset == 50
     manager.shutdown()
+
+
+def test_index_entries_not_flushed_before_a_kill_are_rebuilt(tmp_path):
+    """The active index is written at flush: a kill loses the later entries from the file, and
+    the recovery of the segments past the recovery point brings them back."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        from odradek.broker.records.record import Record, build_batch
+        from odradek.broker.storage import LogConfig, LogManager
+        manager = LogManager([{str(tmp_path)!r}], LogConfig(index_interval_bytes=150))
+        manager.startup()
+        log = manager.get_or_create_log("topic", 0)
+        for i in range(40):
+            log.append(bytearray(build_batch([Record(offset=0, timestamp=1000 + i, value=b"r" * 30)])))
+            if i == 10:
+                log.flush()
+                manager.checkpoint_recovery_points()
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    index = segment_file(tmp_path, 0, ".index").read_bytes()
+    on_disk = [index[i : i + 8] for i in range(0, len(index), 8) if index[i : i + 8].strip(b"\0")]
+    manager, log = restart(tmp_path)
+    assert log.log_end_offset == 40
+    rebuilt = log.active_segment.offset_index
+    assert 0 < len(on_disk) < rebuilt.entries
+    assert [rebuilt.raw_entry(i) for i in range(len(on_disk))] == [
+        (int.from_bytes(e[:4], "big"), int.from_bytes(e[4:], "big")) for e in on_disk
+    ]
+    for offset in range(40):
+        assert rb.parse_header(log.read(offset, 1).read()).base_offset == offset
+    manager.shutdown()
+
+
+def test_short_active_index_after_a_clean_shutdown(tmp_path):
+    bases = populate(tmp_path, batches=34)
+    active = segment_file(tmp_path, bases[-1], ".index")
+    good = active.read_bytes()
+    assert len(good) >= 16
+    os.truncate(active, 8)  # entries lost: a sparser index, still right
+    manager, log = restart(tmp_path)
+    for offset in range(68):
+        assert rb.parse_header(log.read(offset, 1).read()).last_offset >= offset
+    manager.shutdown()
+    os.truncate(active, 13)  # a partial entry: rebuilt
+    manager, log = restart(tmp_path)
+    assert log.active_segment.offset_index.entries == len(good) // 8
+    manager.shutdown()
+    assert active.read_bytes() == good
