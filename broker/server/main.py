@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
 
@@ -27,6 +28,26 @@ def _configure_logging() -> None:
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM does (-XX:+MaxFDLimit): every
+    partition keeps its active segment open, so thousands of partitions need more descriptors
+    than the usual soft limit of 1,024. Returns the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and hard != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, e)
+        else:
+            soft = hard
+    log.info("open files limit: %s (hard limit %s)", _limit(soft), _limit(hard))
+    return soft
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -54,6 +75,7 @@ async def _serve(config: BrokerConfig) -> None:
 def run_broker(config_path: str | None, overrides: list[str]) -> int:
     """Run one broker until SIGTERM/SIGINT; returns the process exit status."""
     _configure_logging()
+    raise_open_files_limit()
     try:
         config = load_config(config_path, overrides)
     except ConfigError as e:
