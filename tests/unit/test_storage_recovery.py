@@ -120,16 +120,18 @@ def test_recovery_skips_segments_before_recovery_point(tmp_path):
     manager.shutdown()
 
 
-def test_recovery_after_kill_of_a_real_process(tmp_path):
+def append_then_kill(log_dir, batches: int, config: str) -> None:
+    """Append one-record batches in a real process (LogConfig(`config`)), flushing and
+    checkpointing the recovery point after the 11th, then exit without closing anything."""
     script = textwrap.dedent(
         f"""
         import os
         from odradek.broker.records.record import Record, build_batch
         from odradek.broker.storage import LogConfig, LogManager
-        manager = LogManager([{str(tmp_path)!r}], LogConfig(segment_bytes=1000, index_interval_bytes=150))
+        manager = LogManager([{str(log_dir)!r}], LogConfig({config}))
         manager.startup()
         log = manager.get_or_create_log("topic", 0)
-        for i in range(25):
+        for i in range({batches}):
             log.append(bytearray(build_batch([Record(offset=0, timestamp=1000 + i, value=b"r" * 30)])))
             if i == 10:
                 log.flush()
@@ -138,6 +140,10 @@ def test_recovery_after_kill_of_a_real_process(tmp_path):
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_recovery_after_kill_of_a_real_process(tmp_path):
+    append_then_kill(tmp_path, 25, "segment_bytes=1000, index_interval_bytes=150")
     assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("topic", 0): 11}
     manager, log = restart(tmp_path)
@@ -239,23 +245,7 @@ def test_recovery_below_the_log_start_offset_restarts_the_log_there(tmp_path):
 def test_index_entries_not_flushed_before_a_kill_are_rebuilt(tmp_path):
     """The active index is written at flush: a kill loses the later entries from the file, and
     the recovery of the segments past the recovery point brings them back."""
-    script = textwrap.dedent(
-        f"""
-        import os
-        from odradek.broker.records.record import Record, build_batch
-        from odradek.broker.storage import LogConfig, LogManager
-        manager = LogManager([{str(tmp_path)!r}], LogConfig(index_interval_bytes=150))
-        manager.startup()
-        log = manager.get_or_create_log("topic", 0)
-        for i in range(40):
-            log.append(bytearray(build_batch([Record(offset=0, timestamp=1000 + i, value=b"r" * 30)])))
-            if i == 10:
-                log.flush()
-                manager.checkpoint_recovery_points()
-        os._exit(0)
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], check=True)
+    append_then_kill(tmp_path, 40, "index_interval_bytes=150")
     index = segment_file(tmp_path, 0, ".index").read_bytes()
     on_disk = [index[i : i + 8] for i in range(0, len(index), 8) if index[i : i + 8].strip(b"\0")]
     manager, log = restart(tmp_path)
