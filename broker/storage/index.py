@@ -168,9 +168,8 @@ class _Index:
         fd = os.open(self.path, os.O_WRONLY)
         try:
             pos = self._written
-            with memoryview(self._buf) as view:
-                while pos < end:
-                    pos += os.pwrite(fd, view[pos:end], pos)
+            while pos < end:  # a copy: no export of the buffer outlives the call
+                pos += os.pwrite(fd, self._buf[pos:end], pos)
         finally:
             os.close(fd)
         self._written = end
