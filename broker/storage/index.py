@@ -83,6 +83,7 @@ class _Index:
         if self.length != valid:
             os.truncate(self.path, valid)
             self.length = valid
+            self._unsynced = True
         self.max_entries = self.entries
         self._buf = None
 
