@@ -17,6 +17,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import NamedTuple
 
@@ -88,6 +89,12 @@ class Log(LogRetention, LogTimestamps):
         self._dir_dirty = False
         self._flush_pending_to = -1
         self._closed = False
+        # Where the fsyncs of rolled segments run when set (the broker's log manager sets one
+        # worker): a 64 MiB segment's fsync takes tens of milliseconds, which the thread that
+        # appends should not wait out, as Kafka's roll hands its flush to the scheduler. The
+        # flush in flight: (its future, the offset it makes durable, the log's generation).
+        self.flusher: Executor | None = None
+        self._background_flush: tuple[Future[None], int, int] | None = None
         # Hooks for the layer above (the partition's producer state, which snapshots itself):
         # on_roll(new segment base offset) after each roll, on_close() once before closing.
         self.on_roll: Callable[[int], None] | None = None
@@ -523,13 +530,44 @@ class Log(LogRetention, LogTimestamps):
 
     @guard_io
     def maybe_flush(self, now: int | None = None) -> None:
-        """Periodic work: flush segments that rolled, and everything once flush.ms has passed."""
+        """Periodic work: flush segments that rolled (on `flusher` when there is one), and
+        everything once flush.ms has passed."""
         now = self.clock() if now is None else now
+        self._finish_background_flush()
         if now - self.last_flush_ms >= self.config.flush_ms:
             self.flush()
         elif self._flush_pending_to > self._recovery_point:
-            self.flush(self._flush_pending_to)
+            if self.flusher is None:
+                self.flush(self._flush_pending_to)
+            elif self._background_flush is None:
+                self._start_background_flush(self._flush_pending_to)
+            else:
+                return  # one at a time: what rolled since waits for the next tick
         self._flush_pending_to = -1
+
+    def _start_background_flush(self, target: int) -> None:
+        """fsync the inactive segments below `target` on the flusher, by path: a segment
+        deleted or swapped meanwhile needs nothing, and no descriptor is shared."""
+        assert self.flusher is not None
+        first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        paths = [
+            p for seg in self._segments[first:] if seg.base_offset < target for p in seg.paths()
+        ]
+        directory = self.dir if self._dir_dirty else None
+        self._dir_dirty = False
+        future = self.flusher.submit(_fsync_paths, paths, directory)
+        self._background_flush = (future, target, self.generation)
+
+    def _finish_background_flush(self) -> None:
+        """Move the recovery point once the flush in flight is done (its OSError is raised
+        here, on the log's thread); a truncation since then voids it."""
+        if self._background_flush is None or not self._background_flush[0].done():
+            return
+        future, target, generation = self._background_flush
+        self._background_flush = None
+        future.result()
+        if generation == self.generation:
+            self._recovery_point = max(self._recovery_point, min(target, self._leo))
 
     def close(self) -> None:
         if self._closed:
@@ -562,3 +600,20 @@ class Log(LogRetention, LogTimestamps):
             f"Log({self.dir.name}, start={self._log_start}, end={self._leo}, "
             f"segments={len(self._segments)})"
         )
+
+
+def _fsync_paths(paths: list[Path], directory: Path | None) -> None:
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # deleted or renamed since: nothing of it to keep
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    if directory is not None:
+        try:
+            _fsync_dir(directory)
+        except FileNotFoundError:
+            pass  # renamed since (a promoted future log, a deleted partition)

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,7 @@ class LogManager:
         # tick's periodic checkpoints written on a background thread (the broker's choice: its
         # tick runs on the thread that serves requests)
         self.background_checkpoints = background_checkpoints
+        self._flusher: ThreadPoolExecutor | None = None  # rolled segments' fsyncs, likewise
         self.cleaner_manager = CleanerManager(self, clock=clock)
         self.cleaner: LogCleaner | None = None
 
@@ -221,6 +223,10 @@ class LogManager:
         log = Log(path, self._config_for(parse_topic_partition(strip_dir_suffix(path.name))[0]),
                   clock=self.clock, **kwargs)  # fmt: skip
         log.on_io_error = lambda exc, d=log_dir: self.dir_failed(d, str(exc))
+        if self.background_checkpoints:
+            if self._flusher is None:
+                self._flusher = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+            log.flusher = self._flusher
         return log
 
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None = None) -> None:
@@ -574,6 +580,9 @@ class LogManager:
             self._locks = []
             return
         self._checkpoints.close()
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
         for log_dir, reason in self._checkpoints.failures():
             self.dir_failed(log_dir, reason)
         for log_dir, log in [
