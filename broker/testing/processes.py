@@ -12,7 +12,6 @@ Failures raise :class:`StartError` with the tail of the process's log; pytest sh
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import os
 import random
@@ -21,12 +20,12 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
 from odradek.broker.client.blocking import api_versions_probe
+from odradek.broker.cluster.zk_data import new_cluster_id
 
 START_TIMEOUT = float(os.environ.get("ODRADEK_TEST_START_TIMEOUT", "60"))
 STOP_TIMEOUT = 60.0  # a controlled shutdown moves leadership first; SIGKILL after this
@@ -347,10 +346,6 @@ KAFKA_SINGLE_NODE = {
 }
 
 
-def new_kafka_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
 class KafkaProcess(ServerProcess):
     """One Apache Kafka node in KRaft mode (``kafka.Kafka``), a plain JVM on Maven Central's
     jars (`libs`, as scripts/install-kafka.sh or odradek.broker.kafka_tools fetch them).
@@ -382,7 +377,7 @@ class KafkaProcess(ServerProcess):
         self.voters = voters if voters is not None else {node_id: self.controller_port}
         if node_id in self.voters:
             self.controller_port = self.voters[node_id]
-        self.cluster_id = cluster_id or new_kafka_cluster_id()
+        self.cluster_id = cluster_id or new_cluster_id()
         self.heap = heap
         self.settings = settings or {}
         self.data_dir = workdir / "data"
