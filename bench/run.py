@@ -90,7 +90,7 @@ SCENARIOS = [
              "one broker, a topic of 1,000 partitions: produce, consume, Metadata, ListOffsets, "
              "start-up time"),
     Scenario("partitions-scale", "partitions-scale", sc.partitions_scale,
-             "one broker, 6 topics of 1,000 partitions (--scale-topics): creation, Metadata "
+             "one broker, 10 topics of 1,000 partitions (--scale-topics): creation, Metadata "
              "round trip, start-up time"),
     Scenario("recovery", "recovery", sc.recovery,
              "one broker killed with kill -9 holding 2 GB of log in 2,000 segments: time to "
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-mb", type=int,
                         help="MB of values per throughput phase (64; quick: 8)")  # fmt: skip
     parser.add_argument("--scale-topics", type=int,
-                        help="topics of 1,000 partitions in partitions-scale (6; quick: 4 of 100)")  # fmt: skip
+                        help="topics of 1,000 partitions in partitions-scale (10; quick: 4 of 100)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
     parser.add_argument("--kafka-heap", default="1g")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")

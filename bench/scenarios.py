@@ -58,7 +58,7 @@ class Plan:
                        32, 1_000_000, 32, 3.0, 16, 50_000, 1)  # fmt: skip
         else:
             reps = repeats or 5
-            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000, 6,
+            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, 10.0, 1024, 300_000, min(reps, 2))  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
@@ -649,8 +649,8 @@ def restart_until_led(ctx: Ctx, topics: list[str]) -> None:
 
 
 def partitions_scale(ctx: Ctx) -> None:
-    """`scale_topics` topics of `many_partitions` each (6,000 partitions in full mode; 10,000
-    with --scale-topics 10 where the open-file limit allows, see bench/README.md): the
+    """`scale_topics` topics of `many_partitions` each (10,000 partitions in full mode, about
+    one open file each on both systems, see bench/README.md): the
     creation time, the Metadata round trip for all of them and the broker's start-up time.
     The topics are created one request each: Kafka's KRaft controller refuses a CreateTopics
     request that makes more than 10,000 metadata records."""
