@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..storage.checkpoint import fsync_dir
 from .metadata_store import (
     BadVersionError,
     CallbackThread,
@@ -323,11 +324,7 @@ class _Database:
     def _fsync_dir(self) -> None:
         if not self.fsync:
             return
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.directory)
 
     def _append(self, txn: _Txn) -> None:
         payload = json.dumps(

@@ -30,12 +30,27 @@ class CheckpointError(ValueError):
     """A checkpoint file exists but is not in Kafka's format."""
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_path(path: Path | str, *, missing_ok: bool = False, flags: int = os.O_RDONLY) -> None:
+    """fsync a file (or, with O_DIRECTORY in `flags`, a directory) known only by its path.
+
+    `missing_ok` skips a path deleted or renamed since it was written: nothing of it to keep.
+    Any other OSError (an fsync failing with EIO) propagates: it is an I/O error of the caller.
+    """
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path | str, *, missing_ok: bool = False) -> None:
+    """Make a directory's entries (creations, renames, unlinks) durable."""
+    fsync_path(path, missing_ok=missing_ok, flags=os.O_RDONLY | os.O_DIRECTORY)
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -24,6 +24,8 @@ import os
 import struct
 from pathlib import Path
 
+from .checkpoint import fsync_path
+
 
 class IndexFull(Exception):
     """No room for another entry: the segment must roll."""
@@ -190,11 +192,7 @@ class _Index:
         if self._buf is not None:
             self._write_out()
         if self._unsynced:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path)
             self._unsynced = False
 
     def close(self) -> None:

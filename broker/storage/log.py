@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..records import batch as rb
-from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
+from .checkpoint import (
+    PARTITION_METADATA,
+    fsync_path,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from .checkpoint import fsync_dir as _fsync_dir
 from .crash_points import crash_point
 from .errors import (
@@ -603,17 +608,8 @@ class Log(LogRetention, LogTimestamps):
 
 
 def _fsync_paths(paths: list[Path], directory: Path | None) -> None:
+    # A path gone since was deleted or renamed (a promoted future log, a deleted partition).
     for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # deleted or renamed since: nothing of it to keep
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path, missing_ok=True)
     if directory is not None:
-        try:
-            _fsync_dir(directory)
-        except FileNotFoundError:
-            pass  # renamed since (a promoted future log, a deleted partition)
+        _fsync_dir(directory, missing_ok=True)

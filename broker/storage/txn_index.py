@@ -16,6 +16,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from .checkpoint import fsync_path
 from .errors import CorruptIndex
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -124,14 +125,7 @@ class TransactionIndex:
         self._entries = entries
 
     def flush(self) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.path, missing_ok=True)
 
     def rename(self, path: Path) -> None:
         if self.path.exists():
