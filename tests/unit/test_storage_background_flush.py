@@ -4,9 +4,12 @@ I/O error handling on the log's own thread."""
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from manual_clock import Clock
@@ -21,13 +24,16 @@ class GatedExecutor(Executor):
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.pool = ThreadPoolExecutor(1)
+        self.submitted: list[Future] = []
 
     def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
         def gated():
             assert self.gate.wait(30)
             return fn(*args, **kwargs)
 
-        return self.pool.submit(gated)
+        future = self.pool.submit(gated)
+        self.submitted.append(future)
+        return future
 
 
 @pytest.fixture
@@ -90,16 +96,32 @@ def test_a_truncation_voids_the_flush_in_flight(tmp_path, flusher) -> None:
     log.close()
 
 
-def test_a_failed_background_fsync_is_an_io_error_of_the_log(tmp_path, flusher) -> None:
+def test_a_failed_background_fsync_is_an_io_error_of_the_log(
+    tmp_path, flusher, monkeypatch
+) -> None:
     log = open_log(tmp_path, flusher)
     errors: list[OSError] = []
     log.on_io_error = errors.append
     fill(log, 20)
-    log.maybe_flush()
-    failing: Future[None] = Future()
-    failing.set_exception(OSError(5, "Input/output error"))
-    log._background_flush = (failing, log.active_segment.base_offset, log.generation)
+    log.maybe_flush()  # the rolled segments go to the flusher, held at its gate
+    fail_fsyncs_under(monkeypatch, log.dir)
+    flusher.gate.set()
+    for future in flusher.submitted:
+        future.exception(timeout=30)
     with pytest.raises(KafkaStorageError):
         log.maybe_flush()
-    assert [e.errno for e in errors] == [5]
+    assert [e.errno for e in errors] == [errno.EIO]
     assert log.recovery_point == 0
+
+
+def fail_fsyncs_under(monkeypatch: pytest.MonkeyPatch, prefix: Path) -> None:
+    """A dying disk as the process sees it (what the chaos suite's LD_PRELOAD shim does to a
+    broker process): every fsync of a file under `prefix` fails with EIO."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(prefix)):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
