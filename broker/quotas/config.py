@@ -228,6 +228,8 @@ class QuotaConfigCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[Key, dict[str, float]] = {}
+        # Bumped by every update, so an answer derived from the values can be kept until then.
+        self.version = 0
 
     @staticmethod
     def _key(entity: Entity) -> Key | None:
@@ -251,6 +253,7 @@ class QuotaConfigCache:
                 self._values[key] = dict(values)
             else:
                 self._values.pop(key, None)
+            self.version += 1
 
     def replace_all(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         new = {}
@@ -260,6 +263,7 @@ class QuotaConfigCache:
                 new[key] = dict(values)
         with self._lock:
             self._values = new
+            self.version += 1
 
     def reload_entity(self, zkc: KafkaZk, entity_type: str, name: str) -> None:
         """Blocking: re-read one entity named as in a config change (`users`, `u/clients/c`)."""

@@ -184,16 +184,25 @@ class Dispatcher:
 
     def _unthrottled(self, conn: Connection, header: codec.RequestHeader) -> bool:
         """No byte-rate or request quota bounds this client: throttling it (muting the
-        connection after a response) never depends on when its next request is read."""
+        connection after a response) never depends on when its next request is read.
+
+        The answer is kept on the connection for as long as what it depends on holds: the
+        quota configs (their version moves with every update), the principal (SASL
+        re-authentication may change it) and the client id."""
         security = self.broker.security
         if security is None:
             return True
         quotas = security.quotas
-        client_id = header.client_id or ""
-        return all(
-            quotas.quota(conn.principal, client_id, kind) is None
+        key = (quotas.cache.version, conn.principal, header.client_id or "")
+        known = conn.unthrottled
+        if known is not None and known[0] == key:
+            return known[1]
+        answer = all(
+            quotas.quota(key[1], key[2], kind) is None
             for kind in (QuotaKind.PRODUCE, QuotaKind.REQUEST)
         )
+        conn.unthrottled = (key, answer)
+        return answer
 
     def _throttle(
         self,

@@ -137,6 +137,9 @@ class Connection:
         self.delay_response = False
         # Warnings already logged about this connection's requests (RequestContext.warn_once).
         self.warned: set[str] = set()
+        # Whether quotas leave this connection's requests unthrottled, with what the answer
+        # depends on (quota configs' version, principal, client id): the dispatcher's to keep.
+        self.unthrottled: tuple[tuple[int, str, str], bool] | None = None
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)

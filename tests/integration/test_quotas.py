@@ -160,6 +160,53 @@ def test_quota_altered_through_one_broker_applies_on_another(cluster_factory) ->
     assert _throttle_of_one_produce(b3.host, b3.port, "free", body) == 0
 
 
+def test_a_quota_set_while_a_connection_is_open_applies_to_its_next_produce(
+    broker_factory,
+) -> None:
+    """The acks=all produce path keeps, per connection, whether quotas leave it unthrottled
+    (such a connection reads its next request while the last one waits for replication). A
+    quota set meanwhile must reach that connection: its throttled response mutes it, so a
+    request already sent behind it is read, and answered, only once the mute is over."""
+    broker = broker_factory(overrides=QUOTA_WINDOWS)
+    topic = "quota-open-" + uuid.uuid4().hex[:8]
+    create_topic(broker.bootstrap, topic)
+    client_id = f"quota-{topic[-8:]}"
+    body = {**_produce_body(topic, 0, 30_000), "acks": -1}
+
+    async def produce(conn: BrokerConnection) -> tuple[float, int]:
+        resp = await conn.request(ApiKey.PRODUCE, body)
+        answered = time.monotonic()
+        part = resp["responses"][0]["partition_responses"][0]
+        assert part["error_code"] == 0, resp
+        return answered, resp["throttle_time_ms"]
+
+    async def run() -> None:
+        conn = await BrokerConnection.open(broker.host, broker.port, client_id=client_id,
+                                           request_timeout=30.0)  # fmt: skip
+        try:
+            for _ in range(3):  # unthrottled, and known to be on this connection
+                assert (await produce(conn))[1] == 0
+            async with ours.AdminClient(broker.bootstrap) as admin:
+                await admin.alter_client_quotas(
+                    {(("client-id", client_id),): {"producer_byte_rate": 10_240.0}}
+                )
+            deadline = time.monotonic() + 30
+            while (await produce(conn))[1] == 0:
+                assert time.monotonic() < deadline, "the quota never reached the connection"
+                await asyncio.sleep(0.1)
+            first = asyncio.ensure_future(produce(conn))
+            second = asyncio.ensure_future(produce(conn))
+            (answered, throttle_ms), (answered_next, _) = await first, await second
+            assert throttle_ms > 0
+            assert answered_next - answered >= throttle_ms / 2000, (
+                "the request behind a throttled one was served before its mute was over"
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(asyncio.wait_for(run(), 90))
+
+
 def test_consumer_over_its_fetch_byte_rate_gets_an_empty_throttled_response(
     broker_factory,
 ) -> None:

@@ -87,6 +87,19 @@ def test_precedence() -> None:
     assert cache.find("u", "c", P) is None
 
 
+def test_every_update_moves_the_version() -> None:
+    """What callers key a kept answer on: any set or reload changes it."""
+    cache = qc.QuotaConfigCache()
+    seen = [cache.version]
+    cache.set(qc.make_entity([("client-id", "c")]), {P: 1.0})
+    seen.append(cache.version)
+    cache.set(qc.make_entity([("client-id", "c")]), {})
+    seen.append(cache.version)
+    cache.replace_all({qc.make_entity([("user", "u")]): {P: 2.0}})
+    seen.append(cache.version)
+    assert len(set(seen)) == len(seen)
+
+
 def test_sampled_rate_and_throttle_math() -> None:
     rate = SampledRate(samples=11, window_ms=1000)
     rate.record(10_000, 0)
