@@ -17,13 +17,12 @@ from .admin import (
     LogDirDescription,
     NewTopic,
     OffsetSpec,
-    PartitionDescription,
     PartitionReassignment,
     ResourceType,
     TopicDescription,
     TopicResult,
 )
-from .cluster import BrokerNode, ClusterClient, TopicPartition
+from .cluster import BrokerNode, ClusterClient, PartitionMetadata, TopicPartition
 from .connection import BrokerConnection
 from .consumer import Consumer, ConsumerRecord
 from .errors import BrokerConnectionError, RequestTimeoutError, UnsupportedVersionError
@@ -53,7 +52,7 @@ __all__ = [
     "LogDirDescription",
     "NewTopic",
     "OffsetSpec",
-    "PartitionDescription",
+    "PartitionMetadata",
     "PartitionReassignment",
     "Producer",
     "RecordMetadata",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...protocol.acl_types import AclOperation, AclPatternType, AclPermissionType, AclResourceType
 from ...protocol.config_types import ConfigSource, ConfigType
+from ..cluster import PartitionMetadata
 from ..offsets import ListedOffset, OffsetSpec
 from .acls import (
     AclBinding,
@@ -50,7 +51,6 @@ from .records import RecordsAdmin
 from .topics import (
     CreateTopicResult,
     NewTopic,
-    PartitionDescription,
     TopicDescription,
     TopicResult,
     TopicsAdmin,
@@ -82,7 +82,7 @@ __all__ = [
     "LogDirDescription",
     "NewTopic",
     "OffsetSpec",
-    "PartitionDescription",
+    "PartitionMetadata",
     "PartitionReassignment",
     "QuotaMatchType",
     "ReplicaLogDirInfo",

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ..cluster import ZERO_UUID, TopicMetadata, error_of, raise_first
+from ..cluster import ZERO_UUID, PartitionMetadata, TopicMetadata, error_of, raise_first
 from .base import AdminBase
 from .configs import ConfigEntry, config_entry
 
@@ -50,22 +50,11 @@ class CreateTopicResult:
 
 
 @dataclass(slots=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    offline_replicas: list[int] = field(default_factory=list)
-    error: ErrorCode = ErrorCode.NONE
-
-
-@dataclass(slots=True)
 class TopicDescription:
     name: str
     topic_id: uuid.UUID
     is_internal: bool
-    partitions: list[PartitionDescription]
+    partitions: list[PartitionMetadata]  # the cluster's own, by partition
 
     @property
     def replication_factor(self) -> int:
@@ -238,18 +227,7 @@ class TopicsAdmin(AdminBase):
             if error is not None:
                 raise error
             tm: TopicMetadata = self.cluster.topics[name]
-            partitions = [
-                PartitionDescription(
-                    p.partition,
-                    p.leader,
-                    p.leader_epoch,
-                    p.replicas,
-                    p.isr,
-                    p.offline_replicas,
-                    p.error,
-                )
-                for p in sorted(tm.partitions.values(), key=lambda p: p.partition)
-            ]
+            partitions = sorted(tm.partitions.values(), key=lambda p: p.partition)
             out[name] = TopicDescription(name, tm.topic_id, tm.is_internal, partitions)
         if names is not None:
             for name in names:
