@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Self, TypeVar
+from typing import Any, NamedTuple, Self, TypedDict, TypeVar
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
@@ -145,6 +145,9 @@ def error_of(
     return KafkaError(code, message)
 
 
+REQUEST_TIMEOUT = 30.0  # seconds a client waits for a response unless told otherwise
+
+
 class ClusterClient:
     """Shared connections and metadata for the admin client, producer and consumer.
 
@@ -156,7 +159,7 @@ class ClusterClient:
         bootstrap_servers: str | Sequence[str],
         *,
         client_id: str = "odradek-client",
-        request_timeout: float = 30.0,
+        request_timeout: float = REQUEST_TIMEOUT,
         connect_timeout: float = 10.0,
         retry_timeout: float = 30.0,
         retry_backoff: float = 0.05,
@@ -509,30 +512,46 @@ class ClusterClient:
         return results
 
 
+class ConnectionOptions(TypedDict, total=False):
+    """How the admin client, the producer and the consumer reach the cluster: the keyword
+    options all three take, declared once here (a missing one takes ClusterClient's default,
+    and client_id the client's own)."""
+
+    cluster: ClusterClient | None  # a ClusterClient shared with other clients
+    client_id: str
+    request_timeout: float  # seconds for one response
+    security: ClientSecurity | None  # security protocol, SASL and TLS settings
+
+
 class ClusterUser:
     """Base of the admin client, producer and consumer: the ClusterClient they work through,
     either their own (started and closed with them) or one shared with other clients."""
 
+    default_client_id = "odradek-client"
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None,
-        cluster: ClusterClient | None,
+        connection: ConnectionOptions,
         *,
-        client_id: str,
-        request_timeout: float,
         retry_timeout: float,
-        security: ClientSecurity | None,
     ) -> None:
+        unknown = connection.keys() - ConnectionOptions.__optional_keys__
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword arguments: {sorted(unknown)}"
+            )
+        cluster = connection.get("cluster")
         self._owns_cluster = cluster is None
         if cluster is None:
             if bootstrap_servers is None:
                 raise ValueError("bootstrap_servers or cluster is required")
             cluster = ClusterClient(
                 bootstrap_servers,
-                client_id=client_id,
-                request_timeout=request_timeout,
+                client_id=connection.get("client_id", self.default_client_id),
+                request_timeout=connection.get("request_timeout", REQUEST_TIMEOUT),
                 retry_timeout=retry_timeout,
-                security=security,
+                security=connection.get("security"),
             )
         self.cluster = cluster
 

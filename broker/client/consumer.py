@@ -15,6 +15,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Unpack
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
@@ -23,16 +24,16 @@ from ..records.batch import RecordsError
 from ..records.legacy import parse_message_set
 from ..records.record import ControlType, control_type, decode_batch
 from .cluster import (
+    REQUEST_TIMEOUT,
     ZERO_UUID,
-    ClusterClient,
     ClusterUser,
+    ConnectionOptions,
     TopicPartition,
     error_of,
     group_by_topic,
     partitions_by_topic,
 )
 from .offsets import ListedOffset, OffsetSpec, list_offsets
-from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,12 @@ class _Session:
 class Consumer(ClusterUser):
     """`async with Consumer("host:9092") as c: c.assign([...]); records = await c.poll()`."""
 
+    default_client_id = "odradek-consumer"
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
         *,
-        cluster: ClusterClient | None = None,
-        client_id: str = "odradek-consumer",
         auto_offset_reset: str = "latest",
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
@@ -85,23 +86,18 @@ class Consumer(ClusterUser):
         max_partition_fetch_bytes: int = 1048576,
         isolation_level: str = "read_uncommitted",
         use_fetch_sessions: bool = True,
-        request_timeout: float = 30.0,
         retry_timeout: float = 30.0,
         check_crcs: bool = True,
-        security: ClientSecurity | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
-        super().__init__(
-            bootstrap_servers,
-            cluster,
-            client_id=client_id,
-            request_timeout=request_timeout + fetch_max_wait_ms / 1000.0,
-            retry_timeout=retry_timeout,
-            security=security,
-        )
+        # A fetch may wait fetch_max_wait_ms at the broker before its response is due.
+        request_timeout = connection.get("request_timeout", REQUEST_TIMEOUT)
+        connection["request_timeout"] = request_timeout + fetch_max_wait_ms / 1000.0
+        super().__init__(bootstrap_servers, connection, retry_timeout=retry_timeout)
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes

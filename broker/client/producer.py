@@ -16,14 +16,20 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Self, Unpack
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..records.compression import CONFIG_CODECS, Codec
 from ..records.record import Record, build_batch
-from .cluster import ClusterClient, ClusterUser, TopicPartition, error_of, group_by_topic
-from .security import ClientSecurity
+from .cluster import (
+    REQUEST_TIMEOUT,
+    ClusterUser,
+    ConnectionOptions,
+    TopicPartition,
+    error_of,
+    group_by_topic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,40 +134,32 @@ class _Batch:
 class Producer(ClusterUser):
     """`async with Producer("host:9092") as p: meta = await p.send_and_wait("t", b"v")`."""
 
+    default_client_id = "odradek-producer"
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
         *,
-        cluster: ClusterClient | None = None,
-        client_id: str = "odradek-producer",
         acks: int | str = -1,
         compression: str | int | None = "none",
         linger_ms: float = 5.0,
         batch_size: int = 16384,
         max_request_size: int = 1048576,
         buffer_memory: int = 33554432,
-        request_timeout: float = 30.0,
         delivery_timeout: float = 120.0,
         max_block: float = 60.0,
         retry_backoff: float = 0.1,
         allow_auto_create_topics: bool = True,
-        security: ClientSecurity | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(
-            bootstrap_servers,
-            cluster,
-            client_id=client_id,
-            request_timeout=request_timeout,
-            retry_timeout=max_block,
-            security=security,
-        )
+        super().__init__(bootstrap_servers, connection, retry_timeout=max_block)
         self.acks = parse_acks(acks)
         self.compression = parse_compression(compression)
         self.linger = linger_ms / 1000.0
         self.batch_size = batch_size
         self.max_request_size = max_request_size
         self.buffer_memory = buffer_memory
-        self.request_timeout = request_timeout
+        self.request_timeout = connection.get("request_timeout", REQUEST_TIMEOUT)
         self.delivery_timeout = delivery_timeout
         self.max_block = max_block
         self.retry_backoff = retry_backoff

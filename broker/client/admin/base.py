@@ -4,12 +4,17 @@ ways a request is routed (controller, any broker, every broker, a coordinator)."
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Self
+from typing import Self, Unpack
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ..cluster import ClusterClient, ClusterUser, TopicPartition, error_of, partitions_by_topic
-from ..security import ClientSecurity
+from ..cluster import (
+    ClusterUser,
+    ConnectionOptions,
+    TopicPartition,
+    error_of,
+    partitions_by_topic,
+)
 
 
 def partition_indexes(partitions: Iterable[TopicPartition] | None) -> list[dict] | None:
@@ -25,25 +30,17 @@ def partition_indexes(partitions: Iterable[TopicPartition] | None) -> list[dict]
 class AdminBase(ClusterUser):
     """The state the admin mixins share; AdminClient (in this package) assembles them."""
 
+    default_client_id = "odradek-admin"
+
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
         *,
-        cluster: ClusterClient | None = None,
-        client_id: str = "odradek-admin",
-        request_timeout: float = 30.0,
         operation_timeout: float = 30.0,
         retry_timeout: float = 30.0,
-        security: ClientSecurity | None = None,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(
-            bootstrap_servers,
-            cluster,
-            client_id=client_id,
-            request_timeout=request_timeout,
-            retry_timeout=retry_timeout,
-            security=security,
-        )
+        super().__init__(bootstrap_servers, connection, retry_timeout=retry_timeout)
         self.operation_timeout = operation_timeout
 
     async def start(self) -> Self:
