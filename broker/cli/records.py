@@ -31,22 +31,29 @@ from .common import (
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
+def _records_parser(
+    sub: Subparsers, name: str, help: str, description: str
+) -> argparse.ArgumentParser:
+    """A client command on the records of one topic: produce and consume."""
+    p = client_parser(sub, name, help=help, description=description)
+    p.add_argument("--topic", required=True)
+    return p
+
+
+def _key_separator(p: argparse.ArgumentParser, default: str | None, help: str) -> None:
+    p.add_argument("--key-separator", type=unescape, default=default, metavar="SEP", help=help)
+
+
 def add_parsers(sub: Subparsers) -> None:
-    p = client_parser(
+    p = _records_parser(
         sub,
         "produce",
-        help="write records",
-        description="Write records: each --value, or else one per line of standard input.",
+        "write records",
+        "Write records: each --value, or else one per line of standard input.",
     )
-    p.add_argument("--topic", required=True)
     p.add_argument("--value", action="append", help="a record value (repeatable)")
     p.add_argument("--key", help="key for every record")
-    p.add_argument(
-        "--key-separator",
-        type=unescape,
-        metavar="SEP",
-        help="split each input at the first SEP into key and value",
-    )
+    _key_separator(p, None, "split each input at the first SEP into key and value")
     p.add_argument("--partition", type=int, help="default: by key, else spread")
     p.add_argument("--header", action="append", type=key_value, default=[], metavar="KEY=VALUE")
     p.add_argument("--acks", type=acks, default=-1, help="0, 1 or all (default all)")
@@ -56,13 +63,12 @@ def add_parsers(sub: Subparsers) -> None:
         "--print-offsets", action="store_true", help="print partition and offset per record"
     )
 
-    p = client_parser(
+    p = _records_parser(
         sub,
         "consume",
-        help="read records",
-        description="Print records (value only by default), newest unless told otherwise.",
+        "read records",
+        "Print records (value only by default), newest unless told otherwise.",
     )
-    p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, action="append", help="repeatable; default: all")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the oldest")
@@ -76,13 +82,7 @@ def add_parsers(sub: Subparsers) -> None:
     p.add_argument("--print-partition", action="store_true")
     p.add_argument("--print-timestamp", action="store_true")
     p.add_argument("--print-headers", action="store_true")
-    p.add_argument(
-        "--key-separator",
-        type=unescape,
-        default="\t",
-        metavar="SEP",
-        help="between key and value (default tab)",
-    )
+    _key_separator(p, "\t", "between key and value (default tab)")
     p.add_argument(
         "--isolation-level",
         choices=("read_uncommitted", "read_committed"),
