@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from ..client.admin import AdminClient, OffsetSpec
+from ..client.cluster import ConnectionOptions
 from ..client.producer import parse_acks
 from ..client.security import ClientSecurity
 
@@ -123,14 +124,21 @@ def security(args: argparse.Namespace) -> ClientSecurity | None:
     return ClientSecurity.from_file(args.command_config) if args.command_config else None
 
 
+def connection(args: argparse.Namespace) -> ConnectionOptions:
+    """How every client of the CLI reaches the cluster (the options of client_parser)."""
+    return {
+        "client_id": "odradek-cli",
+        "request_timeout": args.request_timeout,
+        "security": security(args),
+    }
+
+
 def admin_client(args: argparse.Namespace) -> AdminClient:
     return AdminClient(
         args.bootstrap_server,
-        client_id="odradek-cli",
-        request_timeout=args.request_timeout,
         operation_timeout=args.request_timeout,
         retry_timeout=args.request_timeout,
-        security=security(args),
+        **connection(args),
     )
 
 

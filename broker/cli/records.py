@@ -20,11 +20,11 @@ from .common import (
     Subparsers,
     acks,
     client_parser,
+    connection,
     key_value,
     offset,
     positive_int,
     seconds_option,
-    security,
     unescape,
 )
 
@@ -150,14 +150,12 @@ async def produce(args: argparse.Namespace, out: TextIO) -> int:
 
     async with Producer(
         args.bootstrap_server,
-        client_id="odradek-cli",
         acks=args.acks,
         compression=compression,
         linger_ms=args.linger_ms,
-        request_timeout=args.request_timeout,
         max_block=args.request_timeout,
         delivery_timeout=max(args.request_timeout, 1.0) * 2,
-        security=security(args),
+        **connection(args),
     ) as producer:
         key = args.key.encode() if args.key is not None else None
         async for data in values():
@@ -207,12 +205,10 @@ async def consume(args: argparse.Namespace, out: TextIO) -> int:
     count = 0
     async with Consumer(
         args.bootstrap_server,
-        client_id="odradek-cli",
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         isolation_level=args.isolation_level,
-        request_timeout=args.request_timeout,
         retry_timeout=args.request_timeout,
-        security=security(args),
+        **connection(args),
     ) as consumer:
         tps = await consumer.assign_topic(args.topic)
         if args.partition:
