@@ -124,14 +124,26 @@ def map_key(key: bytes) -> bytes:
 
 
 def index_keys(
-    buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int, into: dict[bytes, int]
-) -> None:
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    last_offset: int,
+    start: int,
+    into: dict[bytes, int],
+) -> tuple[int, bool]:
     """`into[map_key(key)] = offset` for each keyed record at or above offset `start` among the
-    `count` records filling `buf[pos:end]`, in order (a later record of a key wins).
+    `count` records filling `buf[pos:end]`, in order (a later record of a key wins). Returns how
+    many records have no key and whether any record's offset lies outside [`base_offset`,
+    `last_offset`] (a malformed batch): the copy pass, which skips a batch holding no winning
+    offset and does not read keys, relies on both.
 
     The offset map's inner loop: only lengths, offset deltas and keys are read, inline.
     InvalidRecordError when the records do not fill the span.
     """
+    keyless = 0
+    stray = False
     try:
         for _ in range(count):
             b = buf[pos]
@@ -157,6 +169,8 @@ def index_keys(
             else:
                 delta, p = read_varint(buf, p + 1)
                 offset = base_offset + delta
+            if offset > last_offset or offset < base_offset:
+                stray = True
             b = buf[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
@@ -172,11 +186,69 @@ def index_keys(
                     into[key] = offset
             elif p >= stop:
                 raise InvalidRecordError("record fields past the record's length")
+            else:
+                keyless += 1
             pos = stop
     except IndexError:
         raise InvalidRecordError("truncated record") from None
     if pos != end:
         raise InvalidRecordError("bytes left after the batch's declared record count")
+    return keyless, stray
+
+
+def select_winners(
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, winners: AbstractSet[int]
+) -> list[RecordSpan]:
+    """`select_records(...)[0]` for a batch `index_keys` has already read whole (so its records
+    are known to fill the span and their keyless count is known): the copy pass's inner loop,
+    which reads only the length and offset delta of a record that does not win."""
+    spans = []
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length, attributes = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := buf[pos + 1]) < 0x80:
+                raw = (b & 0x7F) | (c << 7)
+                length, attributes = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                length, attributes = read_varint(buf, pos)
+            stop = attributes + length
+            p = attributes + 1
+            while buf[p] & 0x80:  # the timestamp delta, skipped
+                p += 1
+            b = buf[p + 1]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+            elif (c := buf[p + 2]) < 0x80:
+                raw = (b & 0x7F) | (c << 7)
+                offset_delta = (raw >> 1) ^ -(raw & 1)
+            else:
+                offset_delta = read_varint(buf, p + 1)[0]
+            if base_offset + offset_delta in winners:
+                spans.append(_span(buf, pos, attributes, stop))
+            pos = stop
+    except IndexError:
+        raise InvalidRecordError("truncated record") from None
+    if pos != end:
+        raise InvalidRecordError("bytes left after the batch's declared record count")
+    return spans
+
+
+def _span(buf: bytes, start: int, attributes: int, stop: int) -> RecordSpan:
+    """The span of the record whose attributes byte is at `attributes` (fields read in full)."""
+    ts_delta, p = read_varint(buf, attributes + 1)
+    after_ts = p
+    offset_delta, p = read_varint(buf, p)
+    key_len, p = read_varint(buf, p)
+    if key_len >= 0:
+        key: bytes | None = buf[p : p + key_len]
+        p += key_len
+    else:
+        key = None
+    if p >= stop:
+        raise InvalidRecordError("record fields past the record's length")
+    return RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
 
 
 def rebuild_batch(

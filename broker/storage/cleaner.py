@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ from ..records.compaction import (
     rebuild_batch,
     scan_records,
     select_records,
+    select_winners,
 )
 from ..records.compression import Codec
 from ..records.record import ControlType, batch_body, control_type, decode_records
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 
 HASH_SIZE = 16  # MD5, Kafka's log.cleaner hash
 ENTRY_SIZE = HASH_SIZE + 8  # hash + offset: what Kafka's SkimpyOffsetMap spends per key
+MAX_READ_CHUNK = 16 << 20  # how far `read_batches` grows its reads for large batches
 
 
 class CleaningAborted(Exception):
@@ -166,14 +169,17 @@ class OffsetMap:
         self._map[map_key(key)] = offset
 
     def put_batch(
-        self, buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int
-    ) -> bool:
-        """Put the keyed records (at or above offset `start`) of the `count` records filling
-        `buf[pos:end]` in one go; False, with nothing put, when they might fill the map."""
+        self, buf: bytes, pos: int, end: int, header: BatchHeader, start: int
+    ) -> tuple[int, bool] | None:
+        """Put the keyed records (at or above offset `start`) of the batch `header` describes,
+        filling `buf[pos:end]`, in one go (`index_keys`'s answer); None, with nothing put, when
+        they might fill the map."""
+        count = header.records_count
         if len(self._map) + count > self.max_entries:
-            return False
-        index_keys(buf, pos, end, count, base_offset, start, self._map)
-        return True
+            return None
+        return index_keys(
+            buf, pos, end, count, header.base_offset, header.last_offset, start, self._map
+        )
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when the map does not know it."""
@@ -306,7 +312,9 @@ def read_batches(
     fd: int, end: int, chunk: int, start: int = 0
 ) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in it, header) of each whole batch of a segment file up to `end`,
-    read `chunk` bytes at a time (a batch larger than that is read on its own)."""
+    read `chunk` bytes at a time. A batch larger than that is read on its own, and the reads
+    that follow grow to hold two such batches (Kafka grows its read buffer likewise): producers'
+    batches are often larger than the cleaner's buffer, and each would otherwise be read twice."""
     position = start
     while position < end:
         wanted = min(chunk, end - position)
@@ -329,6 +337,7 @@ def read_batches(
                 raise CleaningAborted("a segment changed (shrank) while it was being cleaned")
             yield data, 0, header
             p = header.size
+            chunk = max(chunk, min(2 * header.size, MAX_READ_CHUNK))
         position += p
 
 
@@ -363,8 +372,14 @@ class Cleaner:
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
-        # the offsets of the records the offset map keeps, set once it is built
+        # the offsets of the records the offset map keeps, set once it is built, and sorted
         self.winners: set[int] = set()
+        self.sorted_winners: list[int] = []
+        # base offset -> how many records without a key the map pass read in that batch
+        self.keyless: dict[int, int] = {}
+        # base offsets of the batches the map pass did not read whole, or found records of
+        # outside their offset range: the copy pass reads these record by record
+        self.unmapped: set[int] = set()
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -375,13 +390,15 @@ class Cleaner:
         try:
             return self._clean(task, swap, stats)
         finally:
-            self.winners = set()
+            self.winners, self.sorted_winners, self.keyless = set(), [], {}
+            self.unmapped = set()
 
     def _clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
     ) -> tuple[int, CleanerStats]:
         self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         self.winners = self.offset_map.latest_offsets()
+        self.sorted_winners = sorted(self.winners)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -411,6 +428,7 @@ class Cleaner:
     ) -> None:
         start, end = task.first_dirty_offset, task.first_uncleanable_offset
         self.offset_map.clear()
+        self.keyless, self.unmapped = {}, set()
         segs = task.segments
         dirty = [
             (seg, segs[i + 1].base_offset if i + 1 < len(segs) else end)
@@ -446,14 +464,25 @@ class Cleaner:
                 elif not txn.data_batch(header):
                     buf, pos, end = _records(data, p, header)
                     base = header.base_offset
-                    if not omap.put_batch(buf, pos, end, header.records_count, base, start):
+                    read = omap.put_batch(buf, pos, end, header, start)
+                    if read is not None:
+                        keyless, stray = read
+                        if stray:
+                            self.unmapped.add(base)
+                    else:
                         # Near full: record by record, to stop where it fills up.
-                        for span in select_records(buf, pos, end, header.records_count, 0, None)[0]:
+                        self.unmapped.add(base)
+                        spans, keyless = select_records(
+                            buf, pos, end, header.records_count, 0, None
+                        )
+                        for span in spans:
                             offset = base + span.offset_delta
                             if span.key is not None and offset >= start:
                                 if omap.full:
                                     return True
                                 omap.put(span.key, offset)
+                    if keyless:
+                        self.keyless[base] = keyless
                 stats.map_messages_read += header.records_count
                 omap.latest_offset = max(omap.latest_offset, header.last_offset)
         finally:
@@ -604,8 +633,19 @@ class Cleaner:
         count = header.records_count
         if task.first_dirty_offset <= base and header.last_offset <= latest:
             # Wholly in the mapped section: a record stays when the map holds its offset.
-            kept, keyless = select_records(buf, pos, end, count, base, self.winners)
-            stats.invalid_messages += keyless
+            if base in self.unmapped:
+                kept, keyless = select_records(buf, pos, end, count, base, self.winners)
+                stats.invalid_messages += keyless
+                return [s for s in kept if s.has_value] if deletes_expired else kept
+            # Read whole by the map pass, which counted its keyless records and found every
+            # record's offset within the batch's range: a batch holding no winning offset is
+            # not read again, and the others only for the offsets of their records.
+            stats.invalid_messages += self.keyless.get(base, 0)
+            winners = self.sorted_winners
+            i = bisect_left(winners, base)
+            if i == len(winners) or winners[i] > header.last_offset:
+                return []
+            kept = select_winners(buf, pos, end, count, base, self.winners)
             return [s for s in kept if s.has_value] if deletes_expired else kept
         kept = []
         for span in select_records(buf, pos, end, count, 0, None)[0]:
