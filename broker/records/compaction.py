@@ -115,6 +115,16 @@ def select_records(
 
 
 MAP_KEY_DIGEST_FROM = 16  # bytes: an MD5 digest's size
+# The offset map's values: an offset and, in its low bits, where its record starts in its batch's
+# records (UNKNOWN_POSITION when not known), so the copy pass need not walk the losers.
+POSITION_BITS = 32
+POSITION_MASK = (1 << POSITION_BITS) - 1
+UNKNOWN_POSITION = POSITION_MASK
+
+
+def located(offset: int, position: int = UNKNOWN_POSITION) -> int:
+    """An offset map value: `offset` with its record's `position` (see POSITION_BITS)."""
+    return (offset << POSITION_BITS) | position
 
 
 def map_key(key: bytes) -> bytes:
@@ -133,17 +143,19 @@ def index_keys(
     start: int,
     into: dict[bytes, int],
 ) -> tuple[int, bool]:
-    """`into[map_key(key)] = offset` for each keyed record at or above offset `start` among the
-    `count` records filling `buf[pos:end]`, in order (a later record of a key wins). Returns how
-    many records have no key and whether any record's offset lies outside [`base_offset`,
-    `last_offset`] (a malformed batch): the copy pass, which skips a batch holding no winning
-    offset and does not read keys, relies on both.
+    """`into[map_key(key)] = located(offset, record's position from pos)` for each keyed record
+    at or above offset `start` among the `count` records filling `buf[pos:end]`, in order (a
+    later record of a key wins). Returns how many records have no key and whether the records'
+    offsets fail to rise strictly within [`base_offset`, `last_offset`] (a malformed batch): the
+    copy pass, which goes straight to the winning records by their positions, relies on both.
 
     The offset map's inner loop: only lengths, offset deltas and keys are read, inline.
     InvalidRecordError when the records do not fill the span.
     """
     keyless = 0
     stray = False
+    first = pos
+    prev = base_offset - 1
     try:
         for _ in range(count):
             b = buf[pos]
@@ -169,8 +181,9 @@ def index_keys(
             else:
                 delta, p = read_varint(buf, p + 1)
                 offset = base_offset + delta
-            if offset > last_offset or offset < base_offset:
+            if offset <= prev or offset > last_offset:
                 stray = True
+            prev = offset
             b = buf[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
@@ -183,7 +196,7 @@ def index_keys(
                     key = buf[p : p + key_len]
                     if key_len >= MAP_KEY_DIGEST_FROM:
                         key = md5(key, usedforsecurity=False).digest()
-                    into[key] = offset
+                    into[key] = (offset << POSITION_BITS) | (pos - first)
             elif p >= stop:
                 raise InvalidRecordError("record fields past the record's length")
             else:
@@ -196,47 +209,10 @@ def index_keys(
     return keyless, stray
 
 
-def select_winners(
-    buf: bytes, pos: int, end: int, count: int, base_offset: int, winners: AbstractSet[int]
-) -> list[RecordSpan]:
-    """`select_records(...)[0]` for a batch `index_keys` has already read whole (so its records
-    are known to fill the span and their keyless count is known): the copy pass's inner loop,
-    which reads only the length and offset delta of a record that does not win."""
-    spans = []
-    try:
-        for _ in range(count):
-            b = buf[pos]
-            if b < 0x80:
-                length, attributes = (b >> 1) ^ -(b & 1), pos + 1
-            elif (c := buf[pos + 1]) < 0x80:
-                raw = (b & 0x7F) | (c << 7)
-                length, attributes = (raw >> 1) ^ -(raw & 1), pos + 2
-            else:
-                length, attributes = read_varint(buf, pos)
-            stop = attributes + length
-            p = attributes + 1
-            while buf[p] & 0x80:  # the timestamp delta, skipped
-                p += 1
-            b = buf[p + 1]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-            elif (c := buf[p + 2]) < 0x80:
-                raw = (b & 0x7F) | (c << 7)
-                offset_delta = (raw >> 1) ^ -(raw & 1)
-            else:
-                offset_delta = read_varint(buf, p + 1)[0]
-            if base_offset + offset_delta in winners:
-                spans.append(_span(buf, pos, attributes, stop))
-            pos = stop
-    except IndexError:
-        raise InvalidRecordError("truncated record") from None
-    if pos != end:
-        raise InvalidRecordError("bytes left after the batch's declared record count")
-    return spans
-
-
-def _span(buf: bytes, start: int, attributes: int, stop: int) -> RecordSpan:
-    """The span of the record whose attributes byte is at `attributes` (fields read in full)."""
+def span_at(buf: bytes, start: int) -> RecordSpan:
+    """The span of the record at `start`, one `index_keys` has read (so known to be whole)."""
+    length, attributes = read_varint(buf, start)
+    stop = attributes + length
     ts_delta, p = read_varint(buf, attributes + 1)
     after_ts = p
     offset_delta, p = read_varint(buf, p)

@@ -41,12 +41,16 @@ from ..records.compaction import (
     RecordSpan,
     delete_horizon,
     empty_batch,
+    POSITION_BITS,
+    POSITION_MASK,
+    UNKNOWN_POSITION,
     index_keys,
+    located,
     map_key,
     rebuild_batch,
     scan_records,
     select_records,
-    select_winners,
+    span_at,
 )
 from ..records.compression import Codec
 from ..records.record import ControlType, batch_body, control_type, decode_records
@@ -165,8 +169,9 @@ class OffsetMap:
     def utilization(self) -> float:
         return len(self._map) / self.slots
 
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[map_key(key)] = offset
+    def put(self, key: bytes, offset: int, position: int = UNKNOWN_POSITION) -> None:
+        """File `key`'s record at `offset`, at `position` in its batch's records if known."""
+        self._map[map_key(key)] = located(offset, position)
 
     def put_batch(
         self, buf: bytes, pos: int, end: int, header: BatchHeader, start: int
@@ -183,12 +188,17 @@ class OffsetMap:
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when the map does not know it."""
-        return self._map.get(map_key(key), -1)
+        value = self._map.get(map_key(key))
+        return -1 if value is None else value >> POSITION_BITS
 
     def latest_offsets(self) -> set[int]:
         """The offsets the map holds: in the section it covers, exactly the records that win
         (looked up by offset, the copy pass needs neither the key nor its hash)."""
-        return set(self._map.values())
+        return {v >> POSITION_BITS for v in self._map.values()}
+
+    def located_winners(self) -> list[int]:
+        """The map's values (`located` offsets and positions), by offset."""
+        return sorted(self._map.values())
 
 
 class Throttler:
@@ -372,14 +382,18 @@ class Cleaner:
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
-        # the offsets of the records the offset map keeps, set once it is built, and sorted
+        # the offsets of the records the offset map keeps, set once it is built, and the map's
+        # values (those offsets with their records' positions) sorted
         self.winners: set[int] = set()
-        self.sorted_winners: list[int] = []
+        self.located: list[int] = []
         # base offset -> how many records without a key the map pass read in that batch
         self.keyless: dict[int, int] = {}
-        # base offsets of the batches the map pass did not read whole, or found records of
-        # outside their offset range: the copy pass reads these record by record
+        # base offsets of the batches the map pass did not read whole (it filled up)
         self.unmapped: set[int] = set()
+        # whether the map pass read a batch whose offsets do not rise strictly within its
+        # range: the copy pass then reads every batch record by record, as the map's
+        # positions may point into the wrong batch
+        self.stray = False
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -390,15 +404,15 @@ class Cleaner:
         try:
             return self._clean(task, swap, stats)
         finally:
-            self.winners, self.sorted_winners, self.keyless = set(), [], {}
-            self.unmapped = set()
+            self.winners, self.located, self.keyless = set(), [], {}
+            self.unmapped, self.stray = set(), False
 
     def _clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
     ) -> tuple[int, CleanerStats]:
         self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         self.winners = self.offset_map.latest_offsets()
-        self.sorted_winners = sorted(self.winners)
+        self.located = self.offset_map.located_winners()
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -428,7 +442,7 @@ class Cleaner:
     ) -> None:
         start, end = task.first_dirty_offset, task.first_uncleanable_offset
         self.offset_map.clear()
-        self.keyless, self.unmapped = {}, set()
+        self.keyless, self.unmapped, self.stray = {}, set(), False
         segs = task.segments
         dirty = [
             (seg, segs[i + 1].base_offset if i + 1 < len(segs) else end)
@@ -467,16 +481,18 @@ class Cleaner:
                     read = omap.put_batch(buf, pos, end, header, start)
                     if read is not None:
                         keyless, stray = read
-                        if stray:
-                            self.unmapped.add(base)
+                        self.stray |= stray
                     else:
                         # Near full: record by record, to stop where it fills up.
                         self.unmapped.add(base)
                         spans, keyless = select_records(
                             buf, pos, end, header.records_count, 0, None
                         )
-                        for span in spans:
-                            offset = base + span.offset_delta
+                        offsets = [base + span.offset_delta for span in spans]
+                        self.stray |= any(
+                            a >= b for a, b in zip([base - 1, *offsets], offsets, strict=False)
+                        ) or bool(offsets and offsets[-1] > header.last_offset)
+                        for span, offset in zip(spans, offsets, strict=True):
                             if span.key is not None and offset >= start:
                                 if omap.full:
                                     return True
@@ -633,19 +649,18 @@ class Cleaner:
         count = header.records_count
         if task.first_dirty_offset <= base and header.last_offset <= latest:
             # Wholly in the mapped section: a record stays when the map holds its offset.
-            if base in self.unmapped:
+            if self.stray or base in self.unmapped:
                 kept, keyless = select_records(buf, pos, end, count, base, self.winners)
                 stats.invalid_messages += keyless
                 return [s for s in kept if s.has_value] if deletes_expired else kept
-            # Read whole by the map pass, which counted its keyless records and found every
-            # record's offset within the batch's range: a batch holding no winning offset is
-            # not read again, and the others only for the offsets of their records.
+            # Read whole by the map pass, which counted its keyless records and filed each
+            # winner's position: the winners in the batch's range are its records that stay,
+            # read where they are; the others are not read again.
             stats.invalid_messages += self.keyless.get(base, 0)
-            winners = self.sorted_winners
-            i = bisect_left(winners, base)
-            if i == len(winners) or winners[i] > header.last_offset:
-                return []
-            kept = select_winners(buf, pos, end, count, base, self.winners)
+            located_ = self.located
+            lo = bisect_left(located_, located(base, 0))
+            hi = bisect_left(located_, located(header.last_offset + 1, 0), lo)
+            kept = [span_at(buf, pos + (v & POSITION_MASK)) for v in located_[lo:hi]]
             return [s for s in kept if s.has_value] if deletes_expired else kept
         kept = []
         for span in select_records(buf, pos, end, count, 0, None)[0]:
