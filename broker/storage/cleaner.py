@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from ..records import batch as rb
 from ..records.batch import BatchHeader
 from ..records.compaction import (
-    RecordSpan,
-    delete_horizon,
-    empty_batch,
     POSITION_BITS,
     POSITION_MASK,
     UNKNOWN_POSITION,
+    RecordSpan,
+    delete_horizon,
+    empty_batch,
     index_keys,
     located,
     map_key,
