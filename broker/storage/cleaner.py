@@ -28,8 +28,11 @@ the live `Log`: it runs in the cleaner's worker process, off the broker's event 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import pickle
+import signal
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
@@ -360,6 +363,16 @@ def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]
     return body, 0, len(body)
 
 
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this (forked) process when `parent` dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 class _Original:
     """`_filter`'s answer for a batch written as it is."""
 
@@ -377,11 +390,17 @@ class Cleaner:
         throttler: Throttler,
         *,
         check_done: Callable[[], None] = lambda: None,
+        fork_map: bool = False,
     ) -> None:
         self.offset_map = offset_map
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
+        # whether the map pass may fork a process to read half the segments on another core
+        # (the worker process, single-threaded, may; a cleaner inside the broker may not)
+        self.fork_map = fork_map and len(os.sched_getaffinity(0)) > 1
+        # the most records of a batch the map pass put in one go
+        self.largest_batch = 0
         # the offsets of the records the offset map keeps, set once it is built, and the map's
         # values (those offsets with their records' positions) sorted
         self.winners: set[int] = set()
@@ -450,11 +469,90 @@ class Cleaner:
             if seg.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start)
         ]
         log.debug("building the offset map of %s over [%d, %d)", task.name, start, end)
+        self.largest_batch = 0
+        if self._map_on_two_cores(task, dirty, stats):
+            return
         for seg, next_base in dirty:
             self.check_done()
             if self._map_segment(seg, start, next_base, txn, stats):
                 log.debug("offset map of %s is full at segment %d", task.name, seg.base_offset)
                 break
+
+    def _map_on_two_cores(
+        self, task: CleanTask, dirty: list[tuple[SegmentRef, int]], stats: CleanerStats
+    ) -> bool:
+        """Build the offset map with a forked process reading the first half of the dirty
+        segments (by size) while this one reads the second; the halves merge with the later
+        offsets winning, as one reading in order would. Only where that reading could not
+        differ: no aborted transactions (whose state runs across segments), no throttle, and
+        a map that could not have filled up (checked after). False, with the map cleared, when
+        it did not apply or did not work out (the caller then reads in order)."""
+        if not self.fork_map or task.aborted or len(dirty) < 2 or 0 < self.throttler.rate < 1e300:
+            return False
+        total = sum(seg.size for seg, _ in dirty)
+        half, acc = 1, 0
+        for half, (seg, _) in enumerate(dirty[:-1], 1):  # noqa: B007
+            acc += seg.size
+            if 2 * acc >= total:
+                break
+        start = task.first_dirty_offset
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: map the first half, send the result, exit
+            code = 1
+            try:
+                os.close(reader)
+                _die_with(os.getppid())
+                part = CleanerStats()
+                txn = CleanedTransactions(())
+                full = any(self._map_segment(seg, start, nb, txn, part) for seg, nb in dirty[:half])
+                result = (
+                    full, self.offset_map._map, self.offset_map.latest_offset, self.keyless,
+                    self.unmapped, self.stray, self.largest_batch, part.map_bytes_read,
+                    part.map_messages_read,
+                )  # fmt: skip
+                with os.fdopen(writer, "wb") as out:
+                    pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(writer)
+        try:
+            txn = CleanedTransactions(())
+            full = any(self._map_segment(seg, start, nb, txn, stats) for seg, nb in dirty[half:])
+            with os.fdopen(reader, "rb") as inp:
+                data = inp.read()
+        except BaseException:
+            os.kill(pid, signal.SIGKILL)
+            raise
+        finally:
+            status = os.waitpid(pid, 0)[1]
+        omap = self.offset_map
+        if full or status != 0 or not data:
+            omap.clear()
+            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
+            stats.map_bytes_read = stats.map_messages_read = 0
+            return False
+        first_full, first_map, latest, keyless, unmapped, stray, largest, nbytes, msgs = (
+            pickle.loads(data)
+        )
+        first_map.update(omap._map)  # the later half's offsets win
+        omap._map = first_map
+        omap.latest_offset = max(omap.latest_offset, latest)
+        self.keyless.update(keyless)
+        self.unmapped |= unmapped
+        self.stray |= stray
+        self.largest_batch = max(self.largest_batch, largest)
+        stats.map_bytes_read += nbytes
+        stats.map_messages_read += msgs
+        # Reading in order, the map holds at most its final keys before any batch: when even
+        # that plus the largest batch fits, no batch found it near full, and the map is the same.
+        if first_full or self.unmapped or omap.size + self.largest_batch > omap.max_entries:
+            omap.clear()
+            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
+            stats.map_bytes_read = stats.map_messages_read = 0
+            return False
+        return True
 
     def _map_segment(
         self,
@@ -479,6 +577,8 @@ class Cleaner:
                     buf, pos, end = _records(data, p, header)
                     base = header.base_offset
                     read = omap.put_batch(buf, pos, end, header, start)
+                    if header.records_count > self.largest_batch:
+                        self.largest_batch = header.records_count
                     if read is not None:
                         keyless, stray = read
                         self.stray |= stray

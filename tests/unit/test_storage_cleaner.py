@@ -472,3 +472,28 @@ def test_a_batch_whose_offsets_do_not_rise_is_cleaned_record_by_record(tmp_path)
         winners[key] = offset
     assert contents(log) == [r for r in before if r[0] in set(winners.values())]
     lm.shutdown()
+
+
+def test_a_map_built_on_two_cores_cleans_as_one_built_in_order(tmp_path, monkeypatch):
+    """The worker's map pass may fork to read the first half of the segments: the cleaned log
+    is byte for byte the one an in-order reading gives."""
+    forks = []
+    fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or fork())
+    results = []
+    for two_cores in (False, True):
+        clock = Clock(NOW)
+        lm, log = manager_with_log(tmp_path / str(two_cores), clock, segment_bytes=4000)
+        for i in range(400):
+            log.append(keyed([(f"k{(i * 31) % 37}".encode(), f"v{i}".encode())] * 3))
+            if i % 50 == 0:
+                log.append(keyed([(f"k{i % 37}".encode(), None)]))
+        log.roll()
+        cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
+        worker = InlineWorker(CleanerConfig().worker_settings())
+        worker.cleaner.fork_map = two_cores
+        assert cleaner.clean_one(worker)
+        results.append([seg.read_bytes(0, seg.size) for seg in log.segments])
+        lm.shutdown()
+    assert results[0] == results[1]
+    assert len(forks) == 1
