@@ -8,9 +8,11 @@ their timestamp deltas re-encoded. The rewritten batch keeps the original base o
 offset delta, producer fields and partition leader epoch, so offsets and idempotent producers'
 sequences survive compaction; compressed batches are recompressed with their own codec.
 
-The cleaner's two passes read every record of the log, so their loops (`index_keys` for the
-offset map, `select_records` for the copy) work on the batch's bytes in place and build a
-Python object only for a key they file or a record they keep.
+The map pass reads every record of the dirty section, so its loop (`index_keys`) works on the
+batch's bytes in place and builds a Python object only for a key it files; with each key's
+offset it files where the record starts in its batch, so the copy pass reads only the records
+that stay (`span_at`). `select_records` is the record-by-record reading for what the map pass
+did not read whole (the clean section, malformed batches).
 """
 
 from __future__ import annotations

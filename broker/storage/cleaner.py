@@ -6,7 +6,9 @@ segments younger than min.compaction.lag.ms). One cleaning:
 
 1. reads the dirty section and records, for each key, the offset of its last record (the offset
    map: a 16-byte MD5 of the key -> offset, bounded by the dedupe buffer as in Kafka, so a huge
-   dirty section is cleaned over several rounds);
+   dirty section is cleaned over several rounds), with where that record sits in its batch, so
+   the copy pass goes straight to the records that stay; the worker process reads half the
+   segments in a forked process, on the machine's other core, when that cannot change the map;
 2. recopies every segment from the log start up to the end of what was mapped, in groups whose
    total fits in one segment, keeping a record only when no later record has its key; tombstones
    (records without a value) are kept until their batch's delete horizon (KIP-534: set, as
