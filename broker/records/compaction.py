@@ -11,7 +11,7 @@ sequences survive compaction; compressed batches are recompressed with their own
 The map pass reads every record of the dirty section, so its loop (`index_keys`) works on the
 batch's bytes in place and builds a Python object only for a key it files; with each key's
 offset it files where the record starts in its batch, so the copy pass reads only the records
-that stay (`span_at`). `select_records` is the record-by-record reading for what the map pass
+that stay (`spans_at`). `select_records` is the record-by-record reading for what the map pass
 did not read whole (the clean section, malformed batches).
 """
 
@@ -211,22 +211,43 @@ def index_keys(
     return keyless, stray
 
 
-def span_at(buf: bytes, start: int) -> RecordSpan:
-    """The span of the record at `start`, one `index_keys` has read (so known to be whole)."""
-    length, attributes = read_varint(buf, start)
-    stop = attributes + length
-    ts_delta, p = read_varint(buf, attributes + 1)
-    after_ts = p
-    offset_delta, p = read_varint(buf, p)
-    key_len, p = read_varint(buf, p)
-    if key_len >= 0:
-        key: bytes | None = buf[p : p + key_len]
-        p += key_len
-    else:
-        key = None
-    if p >= stop:
-        raise InvalidRecordError("record fields past the record's length")
-    return RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
+def spans_at(buf: bytes, pos: int, located_: Sequence[int]) -> list[RecordSpan]:
+    """The spans of the records `located_` (offset map values, see `located`) place in the
+    batch whose records start at `pos` of `buf`, records `index_keys` has read whole. One- and
+    two-byte varints (nearly all) are decoded inline."""
+    spans = []
+    for value in located_:
+        start = pos + (value & POSITION_MASK)
+        b = buf[start]
+        if b < 0x80:
+            length, attributes = (b >> 1) ^ -(b & 1), start + 1
+        elif (c := buf[start + 1]) < 0x80:
+            raw = (b & 0x7F) | (c << 7)
+            length, attributes = (raw >> 1) ^ -(raw & 1), start + 2
+        else:
+            length, attributes = read_varint(buf, start)
+        stop = attributes + length
+        ts_delta, after_ts = read_varint(buf, attributes + 1)
+        b = buf[after_ts]
+        if b < 0x80:
+            offset_delta, p = (b >> 1) ^ -(b & 1), after_ts + 1
+        elif (c := buf[after_ts + 1]) < 0x80:
+            raw = (b & 0x7F) | (c << 7)
+            offset_delta, p = (raw >> 1) ^ -(raw & 1), after_ts + 2
+        else:
+            offset_delta, p = read_varint(buf, after_ts)
+        key_len, p = read_varint(buf, p)
+        if key_len >= 0:
+            key: bytes | None = buf[p : p + key_len]
+            p += key_len
+        else:
+            key = None
+        if p >= stop:
+            raise InvalidRecordError("record fields past the record's length")
+        spans.append(
+            RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
+        )
+    return spans
 
 
 def rebuild_batch(

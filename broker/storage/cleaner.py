@@ -44,7 +44,6 @@ from ..records import batch as rb
 from ..records.batch import BatchHeader
 from ..records.compaction import (
     POSITION_BITS,
-    POSITION_MASK,
     UNKNOWN_POSITION,
     RecordSpan,
     delete_horizon,
@@ -55,7 +54,7 @@ from ..records.compaction import (
     rebuild_batch,
     scan_records,
     select_records,
-    span_at,
+    spans_at,
 )
 from ..records.compression import Codec
 from ..records.record import ControlType, batch_body, control_type, decode_records
@@ -762,7 +761,7 @@ class Cleaner:
             located_ = self.located
             lo = bisect_left(located_, located(base, 0))
             hi = bisect_left(located_, located(header.last_offset + 1, 0), lo)
-            kept = [span_at(buf, pos + (v & POSITION_MASK)) for v in located_[lo:hi]]
+            kept = spans_at(buf, pos, located_[lo:hi])
             return [s for s in kept if s.has_value] if deletes_expired else kept
         kept = []
         for span in select_records(buf, pos, end, count, 0, None)[0]:
