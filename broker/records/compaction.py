@@ -93,21 +93,10 @@ def select_records(
                 key_len, p = read_varint(buf, p)
             if key_len < 0:
                 keyless += 1
-            if winners is not None and base_offset + offset_delta not in winners:
-                pos = stop
-                continue
-            if key_len >= 0:
-                key: bytes | None = buf[p : p + key_len]
-                p += key_len
-            else:
-                key = None
-            if p >= stop:
-                raise InvalidRecordError("record fields past the record's length")
-            # A null value's length is zigzag(-1): the one-byte varint 0x01.
-            spans.append(
-                RecordSpan(pos, attributes, after_ts, stop, offset_delta, ts_delta, key,
-                           buf[p] != 1)
-            )  # fmt: skip
+            if winners is None or base_offset + offset_delta in winners:
+                spans.append(
+                    _span(buf, pos, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
+                )
             pos = stop
     except IndexError:
         raise InvalidRecordError("truncated record") from None
@@ -213,41 +202,42 @@ def index_keys(
 
 def spans_at(buf: bytes, pos: int, located_: Sequence[int]) -> list[RecordSpan]:
     """The spans of the records `located_` (offset map values, see `located`) place in the
-    batch whose records start at `pos` of `buf`, records `index_keys` has read whole. One- and
-    two-byte varints (nearly all) are decoded inline."""
+    batch whose records start at `pos` of `buf`, records `index_keys` has read whole."""
     spans = []
     for value in located_:
         start = pos + (value & POSITION_MASK)
-        b = buf[start]
-        if b < 0x80:
-            length, attributes = (b >> 1) ^ -(b & 1), start + 1
-        elif (c := buf[start + 1]) < 0x80:
-            raw = (b & 0x7F) | (c << 7)
-            length, attributes = (raw >> 1) ^ -(raw & 1), start + 2
-        else:
-            length, attributes = read_varint(buf, start)
+        length, attributes = read_varint(buf, start)
         stop = attributes + length
         ts_delta, after_ts = read_varint(buf, attributes + 1)
-        b = buf[after_ts]
-        if b < 0x80:
-            offset_delta, p = (b >> 1) ^ -(b & 1), after_ts + 1
-        elif (c := buf[after_ts + 1]) < 0x80:
-            raw = (b & 0x7F) | (c << 7)
-            offset_delta, p = (raw >> 1) ^ -(raw & 1), after_ts + 2
-        else:
-            offset_delta, p = read_varint(buf, after_ts)
+        offset_delta, p = read_varint(buf, after_ts)
         key_len, p = read_varint(buf, p)
-        if key_len >= 0:
-            key: bytes | None = buf[p : p + key_len]
-            p += key_len
-        else:
-            key = None
-        if p >= stop:
-            raise InvalidRecordError("record fields past the record's length")
         spans.append(
-            RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
+            _span(buf, start, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
         )
     return spans
+
+
+def _span(
+    buf: bytes,
+    start: int,
+    attributes: int,
+    after_ts: int,
+    stop: int,
+    offset_delta: int,
+    ts_delta: int,
+    key_len: int,
+    p: int,
+) -> RecordSpan:
+    """The span of a record read up to its key, which starts at `p`."""
+    if key_len >= 0:
+        key: bytes | None = buf[p : p + key_len]
+        p += key_len
+    else:
+        key = None
+    if p >= stop:
+        raise InvalidRecordError("record fields past the record's length")
+    # A null value's length is zigzag(-1): the one-byte varint 0x01.
+    return RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
 
 
 def rebuild_batch(
