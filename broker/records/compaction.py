@@ -8,9 +8,11 @@ their timestamp deltas re-encoded. The rewritten batch keeps the original base o
 offset delta, producer fields and partition leader epoch, so offsets and idempotent producers'
 sequences survive compaction; compressed batches are recompressed with their own codec.
 
-The cleaner's two passes read every record of the log, so their loops (`index_keys` for the
-offset map, `select_records` for the copy) work on the batch's bytes in place and build a
-Python object only for a key they file or a record they keep.
+The map pass reads every record of the dirty section, so its loop (`index_keys`) works on the
+batch's bytes in place and builds a Python object only for a key it files; with each key's
+offset it files where the record starts in its batch, so the copy pass reads only the records
+that stay (`spans_at`). `select_records` is the record-by-record reading for what the map pass
+did not read whole (the clean section, malformed batches).
 """
 
 from __future__ import annotations
@@ -91,21 +93,10 @@ def select_records(
                 key_len, p = read_varint(buf, p)
             if key_len < 0:
                 keyless += 1
-            if winners is not None and base_offset + offset_delta not in winners:
-                pos = stop
-                continue
-            if key_len >= 0:
-                key: bytes | None = buf[p : p + key_len]
-                p += key_len
-            else:
-                key = None
-            if p >= stop:
-                raise InvalidRecordError("record fields past the record's length")
-            # A null value's length is zigzag(-1): the one-byte varint 0x01.
-            spans.append(
-                RecordSpan(pos, attributes, after_ts, stop, offset_delta, ts_delta, key,
-                           buf[p] != 1)
-            )  # fmt: skip
+            if winners is None or base_offset + offset_delta in winners:
+                spans.append(
+                    _span(buf, pos, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
+                )
             pos = stop
     except IndexError:
         raise InvalidRecordError("truncated record") from None
@@ -115,6 +106,16 @@ def select_records(
 
 
 MAP_KEY_DIGEST_FROM = 16  # bytes: an MD5 digest's size
+# The offset map's values: an offset and, in its low bits, where its record starts in its batch's
+# records (UNKNOWN_POSITION when not known), so the copy pass need not walk the losers.
+POSITION_BITS = 32
+POSITION_MASK = (1 << POSITION_BITS) - 1
+UNKNOWN_POSITION = POSITION_MASK
+
+
+def located(offset: int, position: int = UNKNOWN_POSITION) -> int:
+    """An offset map value: `offset` with its record's `position` (see POSITION_BITS)."""
+    return (offset << POSITION_BITS) | position
 
 
 def map_key(key: bytes) -> bytes:
@@ -124,14 +125,28 @@ def map_key(key: bytes) -> bytes:
 
 
 def index_keys(
-    buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int, into: dict[bytes, int]
-) -> None:
-    """`into[map_key(key)] = offset` for each keyed record at or above offset `start` among the
-    `count` records filling `buf[pos:end]`, in order (a later record of a key wins).
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    last_offset: int,
+    start: int,
+    into: dict[bytes, int],
+) -> tuple[int, bool]:
+    """`into[map_key(key)] = located(offset, record's position from pos)` for each keyed record
+    at or above offset `start` among the `count` records filling `buf[pos:end]`, in order (a
+    later record of a key wins). Returns how many records have no key and whether the records'
+    offsets fail to rise strictly within [`base_offset`, `last_offset`] (a malformed batch): the
+    copy pass, which goes straight to the winning records by their positions, relies on both.
 
     The offset map's inner loop: only lengths, offset deltas and keys are read, inline.
     InvalidRecordError when the records do not fill the span.
     """
+    keyless = 0
+    stray = False
+    first = pos
+    prev = base_offset - 1
     try:
         for _ in range(count):
             b = buf[pos]
@@ -157,6 +172,9 @@ def index_keys(
             else:
                 delta, p = read_varint(buf, p + 1)
                 offset = base_offset + delta
+            if offset <= prev or offset > last_offset:
+                stray = True
+            prev = offset
             b = buf[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
@@ -169,14 +187,57 @@ def index_keys(
                     key = buf[p : p + key_len]
                     if key_len >= MAP_KEY_DIGEST_FROM:
                         key = md5(key, usedforsecurity=False).digest()
-                    into[key] = offset
+                    into[key] = (offset << POSITION_BITS) | (pos - first)
             elif p >= stop:
                 raise InvalidRecordError("record fields past the record's length")
+            else:
+                keyless += 1
             pos = stop
     except IndexError:
         raise InvalidRecordError("truncated record") from None
     if pos != end:
         raise InvalidRecordError("bytes left after the batch's declared record count")
+    return keyless, stray
+
+
+def spans_at(buf: bytes, pos: int, located_: Sequence[int]) -> list[RecordSpan]:
+    """The spans of the records `located_` (offset map values, see `located`) place in the
+    batch whose records start at `pos` of `buf`, records `index_keys` has read whole."""
+    spans = []
+    for value in located_:
+        start = pos + (value & POSITION_MASK)
+        length, attributes = read_varint(buf, start)
+        stop = attributes + length
+        ts_delta, after_ts = read_varint(buf, attributes + 1)
+        offset_delta, p = read_varint(buf, after_ts)
+        key_len, p = read_varint(buf, p)
+        spans.append(
+            _span(buf, start, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
+        )
+    return spans
+
+
+def _span(
+    buf: bytes,
+    start: int,
+    attributes: int,
+    after_ts: int,
+    stop: int,
+    offset_delta: int,
+    ts_delta: int,
+    key_len: int,
+    p: int,
+) -> RecordSpan:
+    """The span of a record read up to its key, which starts at `p`."""
+    if key_len >= 0:
+        key: bytes | None = buf[p : p + key_len]
+        p += key_len
+    else:
+        key = None
+    if p >= stop:
+        raise InvalidRecordError("record fields past the record's length")
+    # A null value's length is zigzag(-1): the one-byte varint 0x01.
+    return RecordSpan(start, attributes, after_ts, stop, offset_delta, ts_delta, key, buf[p] != 1)
 
 
 def rebuild_batch(

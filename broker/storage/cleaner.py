@@ -6,7 +6,9 @@ segments younger than min.compaction.lag.ms). One cleaning:
 
 1. reads the dirty section and records, for each key, the offset of its last record (the offset
    map: a 16-byte MD5 of the key -> offset, bounded by the dedupe buffer as in Kafka, so a huge
-   dirty section is cleaned over several rounds);
+   dirty section is cleaned over several rounds), with where that record sits in its batch, so
+   the copy pass goes straight to the records that stay; the worker process reads half the
+   segments in a forked process, on the machine's other core, when that cannot change the map;
 2. recopies every segment from the log start up to the end of what was mapped, in groups whose
    total fits in one segment, keeping a record only when no later record has its key; tombstones
    (records without a value) are kept until their batch's delete horizon (KIP-534: set, as
@@ -28,23 +30,31 @@ the live `Log`: it runs in the cleaner's worker process, off the broker's event 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import pickle
+import signal
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..records import batch as rb
 from ..records.batch import BatchHeader
 from ..records.compaction import (
+    POSITION_BITS,
+    UNKNOWN_POSITION,
     RecordSpan,
     delete_horizon,
     empty_batch,
     index_keys,
+    located,
     map_key,
     rebuild_batch,
     scan_records,
     select_records,
+    spans_at,
 )
 from ..records.compression import Codec
 from ..records.record import ControlType, batch_body, control_type, decode_records
@@ -57,6 +67,7 @@ log = logging.getLogger(__name__)
 
 HASH_SIZE = 16  # MD5, Kafka's log.cleaner hash
 ENTRY_SIZE = HASH_SIZE + 8  # hash + offset: what Kafka's SkimpyOffsetMap spends per key
+MAX_READ_CHUNK = 16 << 20  # how far `read_batches` grows its reads for large batches
 
 
 class CleaningAborted(Exception):
@@ -162,27 +173,36 @@ class OffsetMap:
     def utilization(self) -> float:
         return len(self._map) / self.slots
 
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[map_key(key)] = offset
+    def put(self, key: bytes, offset: int, position: int = UNKNOWN_POSITION) -> None:
+        """File `key`'s record at `offset`, at `position` in its batch's records if known."""
+        self._map[map_key(key)] = located(offset, position)
 
     def put_batch(
-        self, buf: bytes, pos: int, end: int, count: int, base_offset: int, start: int
-    ) -> bool:
-        """Put the keyed records (at or above offset `start`) of the `count` records filling
-        `buf[pos:end]` in one go; False, with nothing put, when they might fill the map."""
+        self, buf: bytes, pos: int, end: int, header: BatchHeader, start: int
+    ) -> tuple[int, bool] | None:
+        """Put the keyed records (at or above offset `start`) of the batch `header` describes,
+        filling `buf[pos:end]`, in one go (`index_keys`'s answer); None, with nothing put, when
+        they might fill the map."""
+        count = header.records_count
         if len(self._map) + count > self.max_entries:
-            return False
-        index_keys(buf, pos, end, count, base_offset, start, self._map)
-        return True
+            return None
+        return index_keys(
+            buf, pos, end, count, header.base_offset, header.last_offset, start, self._map
+        )
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when the map does not know it."""
-        return self._map.get(map_key(key), -1)
+        value = self._map.get(map_key(key))
+        return -1 if value is None else value >> POSITION_BITS
 
     def latest_offsets(self) -> set[int]:
         """The offsets the map holds: in the section it covers, exactly the records that win
         (looked up by offset, the copy pass needs neither the key nor its hash)."""
-        return set(self._map.values())
+        return {v >> POSITION_BITS for v in self._map.values()}
+
+    def located_winners(self) -> list[int]:
+        """The map's values (`located` offsets and positions), by offset."""
+        return sorted(self._map.values())
 
 
 class Throttler:
@@ -306,7 +326,9 @@ def read_batches(
     fd: int, end: int, chunk: int, start: int = 0
 ) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in it, header) of each whole batch of a segment file up to `end`,
-    read `chunk` bytes at a time (a batch larger than that is read on its own)."""
+    read `chunk` bytes at a time. A batch larger than that is read on its own, and the reads
+    that follow grow to hold two such batches (Kafka grows its read buffer likewise): producers'
+    batches are often larger than the cleaner's buffer, and each would otherwise be read twice."""
     position = start
     while position < end:
         wanted = min(chunk, end - position)
@@ -329,6 +351,7 @@ def read_batches(
                 raise CleaningAborted("a segment changed (shrank) while it was being cleaned")
             yield data, 0, header
             p = header.size
+            chunk = max(chunk, min(2 * header.size, MAX_READ_CHUNK))
         position += p
 
 
@@ -339,6 +362,16 @@ def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]
         return data, p + rb.HEADER_SIZE, p + header.size
     body = batch_body(data, header, p)
     return body, 0, len(body)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this (forked) process when `parent` dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 class _Original:
@@ -358,13 +391,29 @@ class Cleaner:
         throttler: Throttler,
         *,
         check_done: Callable[[], None] = lambda: None,
+        fork_map: bool = False,
     ) -> None:
         self.offset_map = offset_map
         self.io_buffer_size = max(io_buffer_size, rb.HEADER_SIZE)
         self.throttler = throttler
         self.check_done = check_done
-        # the offsets of the records the offset map keeps, set once it is built
+        # whether the map pass may fork a process to read half the segments on another core
+        # (the worker process, single-threaded, may; a cleaner inside the broker may not)
+        self.fork_map = fork_map and len(os.sched_getaffinity(0)) > 1
+        # the most records of a batch the map pass put in one go
+        self.largest_batch = 0
+        # the offsets of the records the offset map keeps, set once it is built, and the map's
+        # values (those offsets with their records' positions) sorted
         self.winners: set[int] = set()
+        self.located: list[int] = []
+        # base offset -> how many records without a key the map pass read in that batch
+        self.keyless: dict[int, int] = {}
+        # base offsets of the batches the map pass did not read whole (it filled up)
+        self.unmapped: set[int] = set()
+        # whether the map pass read a batch whose offsets do not rise strictly within its
+        # range: the copy pass then reads every batch record by record, as the map's
+        # positions may point into the wrong batch
+        self.stray = False
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -375,13 +424,15 @@ class Cleaner:
         try:
             return self._clean(task, swap, stats)
         finally:
-            self.winners = set()
+            self.winners, self.located, self.keyless = set(), [], {}
+            self.unmapped, self.stray = set(), False
 
     def _clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
     ) -> tuple[int, CleanerStats]:
         self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         self.winners = self.offset_map.latest_offsets()
+        self.located = self.offset_map.located_winners()
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -411,6 +462,7 @@ class Cleaner:
     ) -> None:
         start, end = task.first_dirty_offset, task.first_uncleanable_offset
         self.offset_map.clear()
+        self.keyless, self.unmapped, self.stray = {}, set(), False
         segs = task.segments
         dirty = [
             (seg, segs[i + 1].base_offset if i + 1 < len(segs) else end)
@@ -418,11 +470,90 @@ class Cleaner:
             if seg.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start)
         ]
         log.debug("building the offset map of %s over [%d, %d)", task.name, start, end)
+        self.largest_batch = 0
+        if self._map_on_two_cores(task, dirty, stats):
+            return
         for seg, next_base in dirty:
             self.check_done()
             if self._map_segment(seg, start, next_base, txn, stats):
                 log.debug("offset map of %s is full at segment %d", task.name, seg.base_offset)
                 break
+
+    def _map_on_two_cores(
+        self, task: CleanTask, dirty: list[tuple[SegmentRef, int]], stats: CleanerStats
+    ) -> bool:
+        """Build the offset map with a forked process reading the first half of the dirty
+        segments (by size) while this one reads the second; the halves merge with the later
+        offsets winning, as one reading in order would. Only where that reading could not
+        differ: no aborted transactions (whose state runs across segments), no throttle, and
+        a map that could not have filled up (checked after). False, with the map cleared, when
+        it did not apply or did not work out (the caller then reads in order)."""
+        if not self.fork_map or task.aborted or len(dirty) < 2 or 0 < self.throttler.rate < 1e300:
+            return False
+        total = sum(seg.size for seg, _ in dirty)
+        half, acc = 1, 0
+        for half, (seg, _) in enumerate(dirty[:-1], 1):  # noqa: B007
+            acc += seg.size
+            if 2 * acc >= total:
+                break
+        start = task.first_dirty_offset
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: map the first half, send the result, exit
+            code = 1
+            try:
+                os.close(reader)
+                _die_with(os.getppid())
+                part = CleanerStats()
+                txn = CleanedTransactions(())
+                full = any(self._map_segment(seg, start, nb, txn, part) for seg, nb in dirty[:half])
+                result = (
+                    full, self.offset_map._map, self.offset_map.latest_offset, self.keyless,
+                    self.unmapped, self.stray, self.largest_batch, part.map_bytes_read,
+                    part.map_messages_read,
+                )  # fmt: skip
+                with os.fdopen(writer, "wb") as out:
+                    pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(writer)
+        try:
+            txn = CleanedTransactions(())
+            full = any(self._map_segment(seg, start, nb, txn, stats) for seg, nb in dirty[half:])
+            with os.fdopen(reader, "rb") as inp:
+                data = inp.read()
+        except BaseException:
+            os.kill(pid, signal.SIGKILL)
+            raise
+        finally:
+            status = os.waitpid(pid, 0)[1]
+        omap = self.offset_map
+        if full or status != 0 or not data:
+            omap.clear()
+            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
+            stats.map_bytes_read = stats.map_messages_read = 0
+            return False
+        first_full, first_map, latest, keyless, unmapped, stray, largest, nbytes, msgs = (
+            pickle.loads(data)
+        )
+        first_map.update(omap._map)  # the later half's offsets win
+        omap._map = first_map
+        omap.latest_offset = max(omap.latest_offset, latest)
+        self.keyless.update(keyless)
+        self.unmapped |= unmapped
+        self.stray |= stray
+        self.largest_batch = max(self.largest_batch, largest)
+        stats.map_bytes_read += nbytes
+        stats.map_messages_read += msgs
+        # Reading in order, the map holds at most its final keys before any batch: when even
+        # that plus the largest batch fits, no batch found it near full, and the map is the same.
+        if first_full or self.unmapped or omap.size + self.largest_batch > omap.max_entries:
+            omap.clear()
+            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
+            stats.map_bytes_read = stats.map_messages_read = 0
+            return False
+        return True
 
     def _map_segment(
         self,
@@ -446,14 +577,29 @@ class Cleaner:
                 elif not txn.data_batch(header):
                     buf, pos, end = _records(data, p, header)
                     base = header.base_offset
-                    if not omap.put_batch(buf, pos, end, header.records_count, base, start):
+                    read = omap.put_batch(buf, pos, end, header, start)
+                    if header.records_count > self.largest_batch:
+                        self.largest_batch = header.records_count
+                    if read is not None:
+                        keyless, stray = read
+                        self.stray |= stray
+                    else:
                         # Near full: record by record, to stop where it fills up.
-                        for span in select_records(buf, pos, end, header.records_count, 0, None)[0]:
-                            offset = base + span.offset_delta
+                        self.unmapped.add(base)
+                        spans, keyless = select_records(
+                            buf, pos, end, header.records_count, 0, None
+                        )
+                        offsets = [base + span.offset_delta for span in spans]
+                        self.stray |= any(
+                            a >= b for a, b in zip([base - 1, *offsets], offsets, strict=False)
+                        ) or bool(offsets and offsets[-1] > header.last_offset)
+                        for span, offset in zip(spans, offsets, strict=True):
                             if span.key is not None and offset >= start:
                                 if omap.full:
                                     return True
                                 omap.put(span.key, offset)
+                    if keyless:
+                        self.keyless[base] = keyless
                 stats.map_messages_read += header.records_count
                 omap.latest_offset = max(omap.latest_offset, header.last_offset)
         finally:
@@ -604,8 +750,18 @@ class Cleaner:
         count = header.records_count
         if task.first_dirty_offset <= base and header.last_offset <= latest:
             # Wholly in the mapped section: a record stays when the map holds its offset.
-            kept, keyless = select_records(buf, pos, end, count, base, self.winners)
-            stats.invalid_messages += keyless
+            if self.stray or base in self.unmapped:
+                kept, keyless = select_records(buf, pos, end, count, base, self.winners)
+                stats.invalid_messages += keyless
+                return [s for s in kept if s.has_value] if deletes_expired else kept
+            # Read whole by the map pass, which counted its keyless records and filed each
+            # winner's position: the winners in the batch's range are its records that stay,
+            # read where they are; the others are not read again.
+            stats.invalid_messages += self.keyless.get(base, 0)
+            located_ = self.located
+            lo = bisect_left(located_, located(base, 0))
+            hi = bisect_left(located_, located(header.last_offset + 1, 0), lo)
+            kept = spans_at(buf, pos, located_[lo:hi])
             return [s for s in kept if s.has_value] if deletes_expired else kept
         kept = []
         for span in select_records(buf, pos, end, count, 0, None)[0]:

@@ -52,6 +52,7 @@ def main() -> None:
         OffsetMap(settings["memory"], settings["load_factor"]),
         settings["io_buffer_size"],
         Throttler(settings["rate"]),
+        fork_map=True,
     )
 
     def send(msg: Any) -> None:

@@ -8,6 +8,7 @@ covered by the broker's integration tests.
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 from manual_clock import Clock
@@ -17,7 +18,7 @@ from odradek.broker.records.compression import Codec
 from odradek.broker.records.record import Record, batch_body, build_batch, decode_all
 from odradek.broker.storage import LogConfig, LogManager
 from odradek.broker.storage.checkpoint import CLEANER_CHECKPOINT, read_offset_checkpoint
-from odradek.broker.storage.cleaner import OffsetMap, SegmentRef, group_segments
+from odradek.broker.storage.cleaner import CleanerStats, OffsetMap, SegmentRef, group_segments
 from odradek.broker.storage.log import Log
 from odradek.broker.storage.log_cleaner import CleanerConfig, InlineWorker, LogCleaner
 
@@ -415,3 +416,84 @@ def test_aborted_transactions_and_their_markers_are_removed(tmp_path):
         (b"d", b"newer-d"),
     ]
     lm.shutdown()
+
+
+def model_round(records: list[tuple[int, bytes | None, bytes | None]]) -> list:
+    """What a round keeps of `records` (offset, key, value) read in log order, no tombstones:
+    the record of each key read last, by offset; keyless records go."""
+    winners = {key: offset for offset, key, _ in records if key is not None}
+    return [r for r in records if r[1] is not None and winners[r[1]] == r[0]]
+
+
+def stats_round(lm: LogManager) -> CleanerStats:
+    cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
+    worker = InlineWorker(CleanerConfig().worker_settings())
+    thread = SimpleNamespace(last_stats=None)
+    assert cleaner.clean_one(worker, thread)
+    return thread.last_stats
+
+
+def test_batches_of_many_records_keep_the_winners_and_count_the_keyless(tmp_path):
+    """The copy pass reads only each batch's winners, where the map pass found them, and skips
+    batches with none: the same records stay, and keyless ones are still counted as invalid."""
+    clock = Clock(NOW)
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=20_000)
+    n = 0
+    for _batch in range(40):
+        pairs = []
+        for _ in range(30):
+            key = None if n % 97 == 5 else f"k{(n * 7919) % 53}".encode()
+            pairs.append((key, f"v{n}".encode()))
+            n += 1
+        log.append(keyed(pairs))
+    log.roll()
+    before = contents(log)
+    stats = stats_round(lm)
+    assert contents(log) == model_round(before)
+    assert stats.invalid_messages == sum(1 for _, key, _ in before if key is None)
+    lm.shutdown()
+
+
+def test_a_batch_whose_offsets_do_not_rise_is_cleaned_record_by_record(tmp_path):
+    """A malformed batch (offset deltas out of order, one repeated) is kept to the old rule:
+    a record stays when its offset is the one the map holds for some key."""
+    clock = Clock(NOW)
+    lm, log = manager_with_log(tmp_path, clock, segment_bytes=1 << 20)
+    log.append(keyed([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]))
+    deltas = [(0, b"x", b"4"), (2, b"a", b"5"), (1, b"e", b"6"), (3, b"f", b"7"), (3, b"h", b"8")]
+    odd = [Record(d, NOW - 1000, k, v) for d, k, v in deltas]
+    log.append(bytearray(build_batch(odd, last_offset_delta=4)))
+    log.append(keyed([(b"b", b"9"), (b"x", b"10"), (b"f", b"11")]))
+    log.roll()
+    before = contents(log)
+    one_round(lm)
+    winners = {}
+    for offset, key, _ in before:
+        winners[key] = offset
+    assert contents(log) == [r for r in before if r[0] in set(winners.values())]
+    lm.shutdown()
+
+
+def test_a_map_built_on_two_cores_cleans_as_one_built_in_order(tmp_path, monkeypatch):
+    """The worker's map pass may fork to read the first half of the segments: the cleaned log
+    is byte for byte the one an in-order reading gives."""
+    forks = []
+    fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or fork())
+    results = []
+    for two_cores in (False, True):
+        clock = Clock(NOW)
+        lm, log = manager_with_log(tmp_path / str(two_cores), clock, segment_bytes=4000)
+        for i in range(400):
+            log.append(keyed([(f"k{(i * 31) % 37}".encode(), f"v{i}".encode())] * 3))
+            if i % 50 == 0:
+                log.append(keyed([(f"k{i % 37}".encode(), None)]))
+        log.roll()
+        cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
+        worker = InlineWorker(CleanerConfig().worker_settings())
+        worker.cleaner.fork_map = two_cores
+        assert cleaner.clean_one(worker)
+        results.append([seg.read_bytes(0, seg.size) for seg in log.segments])
+        lm.shutdown()
+    assert results[0] == results[1]
+    assert len(forks) == 1
