@@ -16,7 +16,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
 from .. import authz
-from ..services import led_partition
+from ..services import BrokerServices, led_partition
 from .registry import RequestContext, handles
 
 LATEST = -1
@@ -34,40 +34,87 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     from_client = req["replica_id"] == CONSUMER_REPLICA_ID
     # read_committed (v2+) sees up to the last stable offset, read_uncommitted up to the HW.
     committed = req.get("isolation_level", 0) == READ_COMMITTED
-    topics = []
+    # Only v0 answers with old_style_offsets; later versions' encoders never read them.
+    v0 = ctx.version == 0
     described = authz.authorized_names(
         ctx, Op.DESCRIBE, RT.TOPIC, (t["name"] for t in req["topics"])
     )
-    none = ErrorCode.NONE
+    topics = []
     for topic in req["topics"]:
         name = topic["name"]
-        parts = []
-        for p in topic["partitions"]:
-            index = p["partition_index"]
-            try:
-                if name not in described:
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                partition = led_partition(broker, name, index, p.get("current_leader_epoch", -1))
-                offset, timestamp, epoch = _lookup(
-                    partition, p["timestamp"], from_client, committed
-                )
-            except KafkaError as e:
-                parts.append(
-                    {"partition_index": index, "error_code": e.code, "old_style_offsets": []}
-                )
-                continue
-            parts.append(
+        if name in described:
+            parts = _answer_topic(broker, name, topic["partitions"], from_client, committed, v0)
+        else:
+            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            parts = [
                 {
-                    "partition_index": index,
-                    "error_code": none,
-                    "timestamp": timestamp,
-                    "offset": offset,
-                    "leader_epoch": epoch,
-                    "old_style_offsets": [offset] if offset >= 0 else [],
+                    "partition_index": p["partition_index"],
+                    "error_code": denied,
+                    "old_style_offsets": [],
                 }
-            )
+                for p in topic["partitions"]
+            ]
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _answer_topic(
+    broker: BrokerServices,
+    name: str,
+    requested: list[dict[str, Any]],
+    from_client: bool,
+    committed: bool,
+    v0: bool,
+) -> list[dict[str, Any]]:
+    """The answers for the partitions of one (authorized) topic.
+
+    The common request, the latest offset of a partition this broker leads asked at no newer
+    leader epoch than its own, takes a short path per partition (a request names up to every
+    partition of a topic); anything else, errors included, goes through `led_partition` and
+    `_lookup`, which the short path agrees with."""
+    led = broker.replica_manager.partitions
+    parts = []
+    append = parts.append
+    for p in requested:
+        index = p["partition_index"]
+        wanted_epoch = p["current_leader_epoch"]
+        partition = led.get((name, index))
+        if p["timestamp"] == LATEST and partition is not None:
+            state = partition.state
+            epoch = state.leader_epoch
+            if state.leader == partition.local_broker_id and (
+                wanted_epoch < 0 or wanted_epoch == epoch
+            ):
+                log = partition.log
+                if not from_client:
+                    offset = log.log_end_offset
+                elif partition.leader_epoch_start_offset <= log.high_watermark:
+                    offset = partition.last_stable_offset if committed else log.high_watermark
+                else:
+                    offset = -1  # the HW still lags: the general path below tells the error
+                if offset >= 0:
+                    if v0:
+                        append({"partition_index": index, "error_code": 0, "offset": offset,
+                                "leader_epoch": epoch, "old_style_offsets": [offset]})  # fmt: skip
+                    else:
+                        append({"partition_index": index, "offset": offset, "leader_epoch": epoch})
+                    continue
+        try:
+            partition = led_partition(broker, name, index, wanted_epoch)
+            offset, timestamp, epoch = _lookup(partition, p["timestamp"], from_client, committed)
+        except KafkaError as e:
+            append({"partition_index": index, "error_code": e.code, "old_style_offsets": []})
+            continue
+        append(
+            {
+                "partition_index": index,
+                "timestamp": timestamp,
+                "offset": offset,
+                "leader_epoch": epoch,
+                "old_style_offsets": [offset] if offset >= 0 else [],
+            }
+        )
+    return parts
 
 
 def _lookup(
