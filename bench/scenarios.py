@@ -248,37 +248,29 @@ def produce(ctx: Ctx) -> None:
     ]
     topics = ctx.create_many([f"produce-{i}" for i in range(len(cases))], p.partitions)
     for topic, (label, size, options) in zip(topics, cases, strict=True):
-        result = ctx.throughput(
+        ctx.throughput(
             f"produce {label}",
             lambda t=topic, s=size, o=options: ctx.produce_for(t, s, **o),
             size,
         )
-        if result and options == {"acks": "1"}:
-            # The consume scenario reads it, then deletes it (an unread one of an earlier
-            # repeat goes now).
-            stale = ctx.shared.pop(("filled", size), None)
-            if stale is not None:
-                ctx.delete(stale[0])
-            ctx.shared[("filled", size)] = (topic, result["records"])
-        else:
-            ctx.delete(topic)
+        # Gone at once: its gigabytes would otherwise be written back to the disk while the
+        # next phases run (the consume rows fill a topic of their own).
+        ctx.delete(topic)
 
 
 def consume(ctx: Ctx) -> None:
-    """Read a topic of one size from the start (the produce scenario's when it ran)."""
+    """Read a topic of one size from the start: `phase_bytes` of values written for it just
+    before (not measured), so both systems read the same records."""
     p = ctx.plan
     for size in SIZES:
         label = f"consume from the start, {size_label(size)}"
         try:
-            topic, n = ctx.shared.pop(("filled", size), (None, 0))
-            if topic is None:
-                topic = ctx.create(f"consume-{size}", p.partitions)
-                filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
-                n = filled["records"]
+            topic = ctx.create(f"consume-{size}", p.partitions)
+            filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
+            n = ctx.consumed(size, filled["records"])
         except Exception as exc:  # noqa: BLE001
             ctx.fail(label, "rec/s", True, exc)
             continue
-        n = ctx.consumed(size, n)
         ctx.throughput(
             label,
             lambda t=topic, n=n: ctx.loadgen(
