@@ -818,6 +818,7 @@ def offline_load(ctx: Ctx) -> None:
     label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
     if ctx.repeat >= ctx.plan.offline_repeats:
         return
+    ctx.repeats = min(ctx.repeats, ctx.plan.offline_repeats)  # for the progress lines
     topic = None
     try:
         topic = ctx.create("offline", 4)
