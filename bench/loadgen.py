@@ -6,11 +6,11 @@ another client. The last line printed on stdout is a JSON object with the measur
 
     loadgen.py create --topic PREFIX [--topic PREFIX ...] --partitions P [--replication R]
                       [--config K=V ...] [--one-by-one]
-    loadgen.py produce --topic T --records N --size B --acks 1|all [--compression C]
-                       [--idempotent] [--rate R] [--go-file F] [--stamp]
+    loadgen.py produce --topic T --records N|--seconds S --size B --acks 1|all
+                       [--compression C] [--idempotent] [--rate R] [--go-file F] [--stamp]
     loadgen.py consume --topic T --records N --partitions P
     loadgen.py group-consume --topic T --group G --work-dir D [--latency]
-    loadgen.py txn-produce --topic T --records N --size B --txn-records K
+    loadgen.py txn-produce --topic T --records N|--seconds S --size B --txn-records K
     loadgen.py metadata --topic T [--topic T ...] --partitions P --requests N
     loadgen.py list-offsets --topic T --partitions P --requests N
 
@@ -99,7 +99,9 @@ def create(args: argparse.Namespace) -> dict:
 
 def produce(args: argparse.Namespace) -> dict:
     """Send up to ``records`` values of ``size`` bytes, as fast as possible or at ``rate``
-    records/s; time from the first send to the last acknowledgement."""
+    records/s; time from the first send to the last acknowledgement. With ``seconds``: send as
+    fast as the client accepts for that long (the clock starts once the producer is warm), then
+    flush; the time runs to the flush's return."""
     conf = {
         "bootstrap.servers": args.bootstrap,
         "acks": args.acks,
@@ -126,7 +128,17 @@ def produce(args: argparse.Namespace) -> dict:
             if first_error is None:
                 first_error = str(err)
 
-    producer.list_topics(args.topic, timeout=30)  # connections and metadata before the clock
+    meta = producer.list_topics(args.topic, timeout=30)  # connections and metadata first
+    if args.seconds:
+        # Warm before the clock: one record to every partition, acknowledged, so the
+        # connection to each leader and an idempotent producer's id (InitProducerId) are done.
+        found = meta.topics.get(args.topic)
+        count = len(found.partitions) if found is not None and found.partitions else 1
+        for partition in range(count):
+            producer.produce(args.topic, values[partition & 15], partition=partition)
+        producer.flush(30)
+        delivered = failed = 0
+        first_error = None
     if args.go_file:  # concurrent producers start together: ready, then wait for the signal
         go = Path(args.go_file)
         Path(f"{go}.ready-{os.getpid()}").write_text("1")
@@ -136,9 +148,10 @@ def produce(args: argparse.Namespace) -> dict:
     sent = 0
     start_wall = time.time()
     start = time.perf_counter()
-    stop_at = start + args.duration
+    stop_at = start + (args.seconds or args.duration)
+    limit = args.records if not args.seconds else sys.maxsize
     interval = 1.0 / args.rate if args.rate else 0.0
-    while sent < args.records:
+    while sent < limit:
         now = time.perf_counter()
         if now >= stop_at:
             break
@@ -174,7 +187,8 @@ def produce(args: argparse.Namespace) -> dict:
 
 def txn_produce(args: argparse.Namespace) -> dict:
     """A transactional producer: ``txn_records`` values per transaction, committed one after the
-    other; time from the first begin to the last commit, counting committed records only."""
+    other; time from the first begin to the last commit, counting committed records only. With
+    ``seconds``: transactions begin for that long, after one unmeasured transaction."""
     producer = Producer(
         {
             "bootstrap.servers": args.bootstrap,
@@ -186,10 +200,16 @@ def txn_produce(args: argparse.Namespace) -> dict:
     )
     producer.init_transactions(30)
     values = payloads(args.size, args.payload)
+    if args.seconds:  # one transaction before the clock: coordinator, leaders, partitions
+        producer.begin_transaction()
+        for i in range(args.txn_records):
+            producer.produce(args.topic, values[i & 15])
+        producer.commit_transaction(30)
+    limit = args.records if not args.seconds else sys.maxsize
     committed = 0
     start = time.perf_counter()
-    stop_at = start + args.duration
-    while committed < args.records and time.perf_counter() < stop_at:
+    stop_at = start + (args.seconds or args.duration)
+    while committed < limit and time.perf_counter() < stop_at:
         producer.begin_transaction()
         for i in range(args.txn_records):
             producer.produce(args.topic, values[i & 15])
@@ -252,7 +272,8 @@ def group_consume(args: argparse.Namespace) -> dict:
     `go` appears in the work directory (the runner writes it once the group has settled): then
     the member reads its partitions from the beginning, writes `count-<pid>` (records so far)
     as it goes and stops when `stop` appears. With --latency, each stamped value's send time
-    and age at receipt (seconds) go to `latency-<pid>` as pairs of doubles."""
+    and age at receipt (seconds) go to `latency-<pid>` as pairs of doubles. The result lists
+    every batch's arrival (wall clock, records), so the runner can time the group's first N."""
     work = Path(args.work_dir)
     me = os.getpid()
     consumer = Consumer(
@@ -286,6 +307,7 @@ def group_consume(args: argparse.Namespace) -> dict:
     nbytes = 0
     last = 0.0
     ages = array("d")
+    arrivals: list[float] = []  # wall clock and record count of every batch, in pairs
     next_note = 0.0
     try:
         while time.monotonic() < deadline:
@@ -310,6 +332,7 @@ def group_consume(args: argparse.Namespace) -> dict:
                 nbytes += len(value)
             if msgs:
                 last = now
+                arrivals += (now, len(msgs))
             if time.monotonic() >= next_note:
                 (work / f"count-{me}").write_text(str(received))
                 next_note = time.monotonic() + 0.2
@@ -326,6 +349,7 @@ def group_consume(args: argparse.Namespace) -> dict:
         "records": received,
         "bytes": nbytes,
         "last_wall": last,
+        "arrivals": arrivals,
         "error": None,
     }
 
@@ -395,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replication", type=int, default=1)
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--seconds", type=float, default=0.0,
+                        help="produce, txn-produce: send for this long (0: --records)")  # fmt: skip
     parser.add_argument("--txn-records", type=int, default=100)
     parser.add_argument("--group")
     parser.add_argument("--work-dir")

@@ -27,6 +27,12 @@ KiB = 1024
 SIZES = (100, KiB, 10 * KiB)
 
 
+# A produce phase sends for a fixed time, not a fixed count: the fast producers sent the former
+# 64 MB in 0.15 to 0.3 s, where one stall moved a median by a fifth (bench/README.md).
+PHASE_SECONDS = 4.0
+OFFLINE_RECORDS = 500_000
+
+
 def size_label(size: int) -> str:
     return f"{size} B" if size < KiB else f"{size // KiB} KiB"
 
@@ -37,7 +43,8 @@ class Plan:
 
     quick: bool
     repeats: int
-    phase_bytes: int  # values per throughput phase (records = phase_bytes / size)
+    phase_seconds: float  # of a produce phase: it sends for this long
+    phase_bytes: int  # values a consume phase reads (records = phase_bytes / size)
     max_records: int
     duration: float  # time bound of one phase (s)
     partitions: int  # of the single-broker topics
@@ -49,20 +56,30 @@ class Plan:
     latency_seconds: float
     compaction_mb: int
     offline_records: int
+    offline_repeats: int  # spark-submit is slow: three at most
     structural_repeats: int  # restarts (start-up, recovery, catch-up) are slow: fewer of them
 
     @classmethod
-    def make(cls, quick: bool, repeats: int | None, phase_mb: int | None = None) -> Plan:
+    def make(
+        cls,
+        quick: bool,
+        repeats: int | None,
+        phase_mb: int | None = None,
+        phase_seconds: float | None = None,
+    ) -> Plan:
         if quick:
-            plan = cls(True, repeats or 1, 8_000_000, 20_000, 10.0, 4, 100, 4,
-                       32, 1_000_000, 32, 3.0, 16, 50_000, 1)  # fmt: skip
+            plan = cls(True, repeats or 1, 1.0, 8_000_000, 20_000, 10.0, 4, 100, 4,
+                       32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1)  # fmt: skip
         else:
             reps = repeats or 5
-            plan = cls(False, reps, 64_000_000, 300_000, 30.0, 4, 1000, 10,
-                       2000, 1_000_000, 1000, 10.0, 1024, 300_000, min(reps, 2))  # fmt: skip
+            plan = cls(False, reps, PHASE_SECONDS, 64_000_000, 300_000, 30.0, 4, 1000, 10,
+                       2000, 1_000_000, 1000, 10.0, 1024, OFFLINE_RECORDS, min(reps, 3),
+                       min(reps, 2))  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
+        if phase_seconds:
+            plan = replace(plan, phase_seconds=phase_seconds)
         return plan
 
     def records(self, size: int) -> int:
@@ -136,6 +153,20 @@ class Ctx:
         if not result.get("topics"):
             raise RuntimeError(result.get("error") or "topic creation failed")
         return result["topics"]
+
+    def delete(self, *topics: str) -> None:
+        """Drop topics whose rows are done: a timed produce phase writes gigabytes."""
+        delete_topics(self.deployment.bootstrap, list(topics))
+
+    def produce_for(self, topic: str, size: int, **options: object) -> dict:
+        """A produce phase of `plan.phase_seconds` (see loadgen.py produce --seconds)."""
+        return self.loadgen("produce", topic=topic, seconds=self.plan.phase_seconds, size=size,
+                            **options)  # fmt: skip
+
+    def consumed(self, size: int, written: int) -> int:
+        """Records a consume phase reads: the first `phase_bytes` of values, at most what is
+        there, so both systems read the same amount whatever their producers wrote."""
+        return min(self.plan.records(size), written)
 
     def record(self, label: str, unit: str, higher: bool, value: float, shown: str = "") -> None:
         self.results.add(self.scenario, label, unit, higher, self.system, value)
@@ -217,29 +248,26 @@ def produce(ctx: Ctx) -> None:
     ]
     topics = ctx.create_many([f"produce-{i}" for i in range(len(cases))], p.partitions)
     for topic, (label, size, options) in zip(topics, cases, strict=True):
-        n = p.records(size)
-        result = ctx.throughput(
+        ctx.throughput(
             f"produce {label}",
-            lambda t=topic, n=n, s=size, o=options: ctx.loadgen(
-                "produce", topic=t, records=n, size=s, **o
-            ),
+            lambda t=topic, s=size, o=options: ctx.produce_for(t, s, **o),
             size,
         )
-        if result and options == {"acks": "1"}:
-            ctx.shared[("filled", size)] = (topic, result["records"])
+        # Gone at once: its gigabytes would otherwise be written back to the disk while the
+        # next phases run (the consume rows fill a topic of their own).
+        ctx.delete(topic)
 
 
 def consume(ctx: Ctx) -> None:
-    """Read a topic of one size from the start (the produce scenario's when it ran)."""
+    """Read a topic of one size from the start: `phase_bytes` of values written for it just
+    before (not measured), so both systems read the same records."""
     p = ctx.plan
     for size in SIZES:
         label = f"consume from the start, {size_label(size)}"
         try:
-            topic, n = ctx.shared.pop(("filled", size), (None, 0))
-            if topic is None:
-                topic = ctx.create(f"consume-{size}", p.partitions)
-                filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
-                n = filled["records"]
+            topic = ctx.create(f"consume-{size}", p.partitions)
+            filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
+            n = ctx.consumed(size, filled["records"])
         except Exception as exc:  # noqa: BLE001
             ctx.fail(label, "rec/s", True, exc)
             continue
@@ -250,6 +278,7 @@ def consume(ctx: Ctx) -> None:
             ),
             size,
         )
+        ctx.delete(topic)
 
 
 def compression(ctx: Ctx) -> None:
@@ -257,14 +286,12 @@ def compression(ctx: Ctx) -> None:
     codecs = ("lz4", "zstd")
     topics = ctx.create_many([f"compressed-{c}" for c in codecs], ctx.plan.partitions)
     for topic, codec in zip(topics, codecs, strict=True):
-        n = ctx.plan.records(KiB)
         ctx.throughput(
             f"produce {codec}, 1 KiB text, acks=1",
-            lambda t=topic, c=codec, n=n: ctx.loadgen(
-                "produce", topic=t, records=n, size=KiB, compression=c, payload="text"
-            ),
+            lambda t=topic, c=codec: ctx.produce_for(t, KiB, compression=c, payload="text"),
             KiB,
         )
+        ctx.delete(topic)
 
 
 TXN_RECORDS = 100
@@ -276,17 +303,21 @@ TXN_PARTITIONS = (1, 8)
 def transactions(ctx: Ctx) -> None:
     """A transactional producer committing 100 records per transaction, one after the other, to
     one partition and to eight (each transaction then adds every partition it writes to)."""
-    n = min(ctx.plan.records(KiB), 20_000 if not ctx.plan.quick else 5_000)
     for partitions in TXN_PARTITIONS:
         topic = ctx.create(f"txn-{partitions}", partitions)
         ctx.throughput(
             f"transactional produce ({TXN_RECORDS}/txn), 1 KiB, {partitions} partition"
             + ("s" if partitions > 1 else ""),
             lambda topic=topic: ctx.loadgen(
-                "txn-produce", topic=topic, records=n, size=KiB, txn_records=TXN_RECORDS
-            ),
+                "txn-produce",
+                topic=topic,
+                seconds=ctx.plan.phase_seconds,
+                size=KiB,
+                txn_records=TXN_RECORDS,
+            ),  # fmt: skip
             KiB,
         )
+        ctx.delete(topic)
 
 
 # -- three brokers ---------------------------------------------------------------------------
@@ -384,17 +415,26 @@ def run_group(
 
 def cluster(ctx: Ctx) -> None:
     """Eight producers (acks=all) into a topic of RF=3, min.insync.replicas=2; a consumer group
-    of four reads it; then end-to-end latency at half the measured maximum rate."""
-    p = ctx.plan
+    of four reads it; then end-to-end latency at a fixed rate, the same for both systems."""
     size = KiB
-    n = p.records(size) // PRODUCERS * PRODUCERS
     topic = ctx.create("cluster", CLUSTER_PARTITIONS, 3, min_insync_replicas="2")
+    try:
+        throughput_together(ctx, topic, size)
+    finally:
+        ctx.delete(topic)
+    latency(ctx, size)
+
+
+def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
+    """The produce row (8 producers for `phase_seconds`) and the group's consume row (the
+    first `max_records` of what they wrote)."""
+    p = ctx.plan
     label = f"produce, {PRODUCERS} producers, acks=all, 1 KiB"
     cpu = ctx.deployment.cpu_seconds()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-producers-") as tmp:
             got = start_together(ctx, Path(tmp), PRODUCERS, 3 * p.duration + 180, topic=topic,
-                                 records=n // PRODUCERS, size=size, acks="all")  # fmt: skip
+                                 seconds=p.phase_seconds, size=size, acks="all")  # fmt: skip
         delivered = sum(r["records"] for r in got)
         seconds = max(r["end_wall"] for r in got) - min(r["start_wall"] for r in got)
         rate = delivered / seconds
@@ -408,11 +448,10 @@ def cluster(ctx: Ctx) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
             went, finish = run_group(ctx, topic, Path(tmp), False, p.duration * 3 + 60)
-            got = finish(delivered)
-        received = sum(r["records"] for r in got)
-        if received < delivered:
-            raise RuntimeError(f"the group read {received} of {delivered} records")
-        seconds = max(r["last_wall"] for r in got) - went
+            # 62,500 records took a group 0.3 to 0.7 s, its start included: it reads more.
+            wanted = min(p.max_records, delivered)
+            got = finish(wanted)
+        received, seconds = first_records(got, wanted, went)
         rate = received / seconds
         ctx.moved += received
         ctx.record(label, "rec/s", True, rate,
@@ -420,13 +459,27 @@ def cluster(ctx: Ctx) -> None:
     except Exception as exc:  # noqa: BLE001
         ctx.fail(label, "rec/s", True, exc)
     ctx.cpu += ctx.deployment.cpu_seconds() - cpu
-    latency(ctx, size)
+
+
+def first_records(got: list[dict], wanted: int, went: float) -> tuple[int, float]:
+    """The group's first `wanted` records (the members read on until told to stop): how many
+    had arrived with the batch that reached `wanted`, and the seconds from the go until then."""
+    batches = sorted(
+        (t, n) for r in got for t, n in zip(r["arrivals"][0::2], r["arrivals"][1::2], strict=True)
+    )
+    total = 0
+    for t, n in batches:
+        total += int(n)
+        if total >= wanted:
+            return total, t - went
+    raise RuntimeError(f"the group read {total} of {wanted} records")
 
 
 def latency(ctx: Ctx, size: int) -> None:
     p = ctx.plan
     rate = LATENCY_RATE
     labels = ("end-to-end latency p50", "end-to-end latency p99", "end-to-end latency p99.9")
+    topic = None
     ctx.record("offered rate for the latency rows (the same for both systems)", "rec/s", True,
                rate)  # fmt: skip
     try:
@@ -454,6 +507,9 @@ def latency(ctx: Ctx, size: int) -> None:
     except Exception as exc:  # noqa: BLE001
         for label in labels:
             ctx.fail(label, "ms", False, exc)
+    finally:
+        if topic is not None:
+            ctx.delete(topic)
 
 
 CATCHUP_PARTITIONS = 6
@@ -526,13 +582,15 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def partitions(ctx: Ctx) -> None:
-    """A topic of 1,000 partitions: produce, consume, Metadata and ListOffsets round trips."""
+    """A fresh topic of 1,000 partitions per repeat: its creation time, the Metadata and
+    ListOffsets round trips and (in the first repeats) the broker's start-up, while it is empty
+    (so both systems restart with the same log); then produce and consume over all partitions,
+    and the topic is deleted (a timed produce phase writes gigabytes)."""
     p = ctx.plan
     many = p.many_partitions
-    topic = ctx.shared.get("many")
-    if topic is None:
-        began = time.monotonic()
-        topic = ctx.create("many", many)
+    began = time.monotonic()
+    topic = ctx.create("many", many)
+    try:
         # Leaders in Metadata are not enough: wait until every partition answers ListOffsets.
         deadline = time.monotonic() + 300
         while True:
@@ -542,32 +600,32 @@ def partitions(ctx: Ctx) -> None:
             except RuntimeError:
                 if time.monotonic() > deadline:
                     raise
-        ctx.shared["many"] = topic
         ctx.record(f"create a topic of {many:,} partitions, until all answer ListOffsets", "s",
                    False, time.monotonic() - began)  # fmt: skip
-    n = p.records(KiB)
-    filled = ctx.throughput(
-        f"produce acks=1, 1 KiB, {many:,} partitions",
-        lambda: ctx.loadgen("produce", topic=topic, records=n, size=KiB, acks="1"),
-        KiB,
-    )
-    if filled:
-        ctx.throughput(
-            f"consume from the start, {many:,} partitions",
-            lambda: ctx.loadgen(
-                "consume", topic=topic, records=filled["records"], partitions=many
-            ),  # fmt: skip
+        for phase, what in (("metadata", "Metadata"), ("list-offsets", "ListOffsets (latest)")):
+            label = f"{what} of {many:,} partitions, round trip"
+            try:
+                result = ctx.loadgen(phase, topic=topic, partitions=many, requests=20)
+                if result.get("error"):
+                    raise RuntimeError(result["error"])
+                ctx.record(label, "ms", False, statistics.median(result["ms"]))
+            except Exception as exc:  # noqa: BLE001
+                ctx.fail(label, "ms", False, exc)
+        restart_until_led(ctx, [topic])
+        filled = ctx.throughput(
+            f"produce acks=1, 1 KiB, {many:,} partitions",
+            lambda: ctx.produce_for(topic, KiB, acks="1"),
             KiB,
         )
-    for phase, what in (("metadata", "Metadata"), ("list-offsets", "ListOffsets (latest)")):
-        label = f"{what} of {many:,} partitions, round trip"
-        try:
-            result = ctx.loadgen(phase, topic=topic, partitions=many, requests=20)
-            if result.get("error"):
-                raise RuntimeError(result["error"])
-            ctx.record(label, "ms", False, statistics.median(result["ms"]))
-        except Exception as exc:  # noqa: BLE001
-            ctx.fail(label, "ms", False, exc)
+        if filled:
+            n = ctx.consumed(KiB, filled["records"])
+            ctx.throughput(
+                f"consume from the start, {many:,} partitions",
+                lambda: ctx.loadgen("consume", topic=topic, records=n, partitions=many),
+                KiB,
+            )
+    finally:
+        ctx.delete(topic)
 
 
 def topic_metadata(bootstrap: str, topics: list[str]) -> dict | None:
@@ -623,14 +681,6 @@ def back_in_service(
             raise RuntimeError(f"not ready {limit} s after the start\n{broker.log_tail(20)}")
         time.sleep(0.1)
     return time.monotonic() - broker.launched_at
-
-
-def startup(ctx: Ctx) -> None:
-    """Stop the broker holding the 1,000-partition topic (SIGTERM) and start it again: seconds
-    from the launch until Metadata shows a leader for every partition."""
-    topic = ctx.shared.get("many")
-    if topic is not None:
-        restart_until_led(ctx, [topic])
 
 
 def restart_until_led(ctx: Ctx, topics: list[str]) -> None:
@@ -761,11 +811,16 @@ def compaction(ctx: Ctx) -> None:
 
 def offline_load(ctx: Ctx) -> None:
     """pipelines/offline_load.py (spark-submit, local[*]) loading a 4-partition topic of
-    200-byte records into Parquet; the job's own rate."""
+    200-byte records into Parquet; the job's own rate. A fresh topic in each of the first
+    `offline_repeats` repeats, deleted after."""
     import offline_load as job
 
     n = ctx.plan.offline_records
     label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
+    if ctx.repeat >= ctx.plan.offline_repeats:
+        return
+    ctx.repeats = min(ctx.repeats, ctx.plan.offline_repeats)  # for the progress lines
+    topic = None
     try:
         topic = ctx.create("offline", 4)
         filled = ctx.loadgen("produce", topic=topic, records=n, size=200, duration=600)
@@ -778,3 +833,6 @@ def offline_load(ctx: Ctx) -> None:
                    "spark-submit)")  # fmt: skip
     except Exception as exc:  # noqa: BLE001
         ctx.fail(label, "rec/s", True, exc)
+    finally:
+        if topic is not None:
+            ctx.delete(topic)
