@@ -246,7 +246,9 @@ def consume(args: argparse.Namespace) -> dict:
     stop_at = start + args.duration
     try:
         while received < args.records and time.perf_counter() < stop_at:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+            # never ask for more than remain: consume() waits out its timeout for a short batch
+            wanted = min(10_000, args.records - received)
+            for msg in consumer.consume(num_messages=wanted, timeout=0.5):
                 err = msg.error()
                 if err is not None:
                     if first_error is None and err.code() != KafkaError._PARTITION_EOF:

@@ -72,7 +72,7 @@ class Plan:
                        32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1)  # fmt: skip
         else:
             reps = repeats or 5
-            plan = cls(False, reps, PHASE_SECONDS, 64_000_000, 300_000, 30.0, 4, 1000, 10,
+            plan = cls(False, reps, PHASE_SECONDS, 256_000_000, 1_000_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, 10.0, 1024, OFFLINE_RECORDS, min(reps, 3),
                        min(reps, 2))  # fmt: skip
         if phase_mb:
@@ -449,7 +449,7 @@ def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
         with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
             went, finish = run_group(ctx, topic, Path(tmp), False, p.duration * 3 + 60)
             # 62,500 records took a group 0.3 to 0.7 s, its start included: it reads more.
-            wanted = min(p.max_records, delivered)
+            wanted = min(p.records(KiB), delivered)
             got = finish(wanted)
         received, seconds = first_records(got, wanted, went)
         rate = received / seconds
