@@ -280,11 +280,12 @@ def test_unusable_dir_at_startup_is_offline(tmp_path):
         started([bad])
 
 
-def test_create_logs_writes_each_partition_metadata_durably(tmp_path):
+@pytest.mark.parametrize("count", [5, 40])  # 40: the logs are opened from several threads
+def test_create_logs_writes_each_partition_metadata_durably(tmp_path, count):
     manager = started([tmp_path])
-    ids = {p: uuid.uuid4() for p in range(5)}
+    ids = {p: uuid.uuid4() for p in range(count)}
     existing = manager.get_or_create_log("t", 0)
-    manager.create_logs([("t", p, None, ids[p]) for p in range(5)] + [("u", 0, None, None)])
+    manager.create_logs([("t", p, None, ids[p]) for p in ids] + [("u", 0, None, None)])
     assert manager.get_log("t", 0) is existing
     for p, topic_id in ids.items():
         log = manager.get_log("t", p)
@@ -294,5 +295,5 @@ def test_create_logs_writes_each_partition_metadata_durably(tmp_path):
     assert manager.get_log("u", 0).topic_id is None
     manager.shutdown()
     reopened = started([tmp_path])
-    assert {p: reopened.get_log("t", p).topic_id for p in range(5)} == ids
+    assert {p: reopened.get_log("t", p).topic_id for p in ids} == ids
     reopened.shutdown()
