@@ -225,10 +225,6 @@ class LogManager:
     def _open_log(self, path: Path, log_dir: Path, **kwargs: Any) -> Log:
         log = Log(path, self._config_for(parse_topic_partition(strip_dir_suffix(path.name))[0]),
                   clock=self.clock, **kwargs)  # fmt: skip
-        return self._adopt(log, log_dir)
-
-    def _adopt(self, log: Log, log_dir: Path) -> Log:
-        """Hook a log just opened to its dir's failure handling and the flusher."""
         log.on_io_error = lambda exc, d=log_dir: self.dir_failed(d, str(exc))
         if self.background_checkpoints:
             if self._flusher is None:
@@ -398,8 +394,6 @@ class LogManager:
         LeaderAndIsr for new topics): their partition.metadata files are written together,
         each as durably as alone, so the fsyncs overlap. Best effort: a log whose creation or
         partition.metadata failed is left for get_or_create_log to create or report."""
-        specs = list(specs)
-        self._open_new_logs(specs)
         pending: dict[TopicPartition, tuple[Log, uuid.UUID]] = {}
         for topic, partition, config, topic_id in specs:
             try:
@@ -413,49 +407,6 @@ class LogManager:
         for (log, topic_id), error in zip(todo, atomic_write_many(texts), strict=True):
             if error is None:
                 log.topic_id_written(topic_id)
-
-    def _open_new_logs(
-        self, specs: list[tuple[str, int, LogConfig | None, uuid.UUID | None]], threads: int = 4
-    ) -> None:
-        """Create the logs of `specs` this broker lacks from `threads` threads: each is a
-        directory and three files whose creation is the file system's work, which runs
-        beside the others. A log that fails is left for get_or_create_log."""
-        if len(self.online_dirs()) != 1:
-            return  # several dirs: get_or_create_log balances them, one log at a time
-        todo: dict[TopicPartition, tuple[Path, LogConfig]] = {}
-        for topic, partition, config, _ in specs:
-            tp = (topic, partition)
-            if tp in self._logs or tp in todo:
-                continue
-            try:
-                log_dir = self._next_log_dir(tp)
-            except KafkaStorageError:
-                return
-            if config is not None:
-                self._topic_configs[topic] = config
-            todo[tp] = (log_dir, self._config_for(topic))
-        if len(todo) < 2 * threads:
-            return
-
-        def open_one(tp: TopicPartition) -> Log | None:
-            log_dir, config = todo[tp]
-            try:
-                return Log(log_dir / f"{tp[0]}-{tp[1]}", config, clock=self.clock,
-                           clean_shutdown=True)  # fmt: skip
-            except OSError:
-                return None
-
-        with ThreadPoolExecutor(threads, thread_name_prefix="log-create") as pool:
-            opened = list(pool.map(open_one, todo))
-        for tp, log in zip(todo, opened, strict=True):
-            log_dir = todo[tp][0]
-            if log is None:
-                continue
-            if not self.is_dir_online(log_dir) or tp in self._logs:
-                log.close()
-                continue
-            self._logs[tp] = self._adopt(log, log_dir)
-            self._log_dir_of[tp] = log_dir
 
     def update_topic_config(self, topic: str, config: LogConfig | None) -> None:
         """Apply a topic's new configuration (None: back to the broker defaults)."""
