@@ -129,14 +129,19 @@ class ReplicaManager(IsrMaintenance):
     # --- leadership, as the controller decides it -------------------------------------------
 
     def _get_or_create(
-        self, topic: str, index: int, topic_id: uuid.UUID | None, state: PartitionState
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID | None,
+        state: PartitionState,
+        config: LogConfig | None = None,
     ) -> tuple[Partition, bool]:
         key = (topic, index)
         partition = self.partitions.get(key)
         if partition is not None:
             return partition, False
         log_ = self.log_manager.get_or_create_log(
-            topic, index, self.topic_config(topic), topic_id=topic_id
+            topic, index, config or self.topic_config(topic), topic_id=topic_id
         )
         partition = Partition(topic, index, topic_id, log_, state, self.broker_id)
         self.partitions[key] = partition
@@ -152,8 +157,10 @@ class ReplicaManager(IsrMaintenance):
         topic_id: uuid.UUID | None,
         state: PartitionState,
         leader_endpoint: tuple[str, int] | None = None,
+        config: LogConfig | None = None,
     ) -> Partition:
-        partition, created = self._get_or_create(topic, index, topic_id, state)
+        """`config`: the topic's log config when the caller has it already."""
+        partition, created = self._get_or_create(topic, index, topic_id, state, config)
         hw = self.log_manager.checkpointed_high_watermark(topic, index)
         if state.leader == self.broker_id:
             self._remove_from_fetchers((topic, index))
@@ -238,6 +245,21 @@ class ReplicaManager(IsrMaintenance):
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> PartitionErrors:
         errors = PartitionErrors()
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
+
+        def config_of(topic: str) -> LogConfig:
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self.topic_config(topic)
+            return config
+
+        # The logs of partitions new to this broker, created together (see create_logs).
+        self.log_manager.create_logs(
+            (p.topic, p.partition, config_of(p.topic), p.topic_id)
+            for p in request.partitions
+            if (p.topic, p.partition) not in self.partitions
+            and (p.topic, p.partition) not in self.offline
+        )
         for p in request.partitions:
             tp = (p.topic, p.partition)
             state = self._state_of(p)
@@ -270,6 +292,7 @@ class ReplicaManager(IsrMaintenance):
                     p.topic_id,
                     state,
                     self._leader_endpoint(request, p.leader),
+                    config_of(p.topic),
                 )
             except (OSError, KafkaError) as e:
                 log.error("cannot host %s-%d: %s", p.topic, p.partition, e)

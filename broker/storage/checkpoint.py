@@ -11,8 +11,10 @@ import base64
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
@@ -161,8 +163,12 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
     return topic_id_from_str(fields["topic_id"])
 
 
+def partition_metadata_text(topic_id: uuid.UUID) -> str:
+    return f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
+
+
 def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
-    atomic_write(path, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n")
+    atomic_write(path, partition_metadata_text(topic_id))
 
 
 def read_properties(path: Path) -> dict[str, str] | None:
@@ -193,3 +199,68 @@ def write_meta_properties(path: Path, broker_id: int, cluster_id: str | None) ->
 
 def write_clean_shutdown(path: Path, broker_epoch: int = -1) -> None:
     atomic_write(path, f'{{"version":0,"brokerEpoch":{broker_epoch}}}')
+
+
+def _in_threads(
+    fn: Callable[[Any], None], args: Sequence[Any], threads: int
+) -> list[OSError | None]:
+    """`fn(arg)` for each arg from up to `threads` threads; the OSError of each (or None)."""
+
+    def one(arg: Any) -> OSError | None:
+        try:
+            fn(arg)
+        except OSError as exc:
+            return exc
+        return None
+
+    if not args:
+        return []
+    with ThreadPoolExecutor(min(threads, len(args)), thread_name_prefix="fsync") as pool:
+        return list(pool.map(one, args))
+
+
+def atomic_write_many(
+    items: Sequence[tuple[Path, str]], *, threads: int = 16
+) -> list[OSError | None]:
+    """`atomic_write` for many files at once, each as durable as alone (its tmp file fsynced
+    before the rename, its directory fsynced after), with the fsyncs issued from `threads`
+    threads: a journaling file system commits concurrent fsyncs together, where one after the
+    other each waits for a commit of its own (a topic of 1,000 partitions writes 1,000
+    partition.metadata files). One error per item (None: written)."""
+    if len(items) < 2:
+        return _in_threads(lambda item: atomic_write(*item), items, 1)
+    errors: list[OSError | None] = [None] * len(items)
+    paths = [Path(path) for path, _ in items]
+    tmps = [path.with_name(path.name + ".tmp") for path in paths]
+    fds: dict[int, int] = {}
+    try:
+        for i, (_, text) in enumerate(items):
+            try:
+                fds[i] = fd = os.open(tmps[i], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                view = memoryview(text.encode())
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as exc:
+                errors[i] = exc
+        written = [i for i in fds if errors[i] is None]
+        synced = _in_threads(lambda i: os.fsync(fds[i]), written, threads)
+        for i, exc in zip(written, synced, strict=True):
+            errors[i] = exc
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    for i in range(len(items)):
+        if errors[i] is None:
+            try:
+                os.replace(tmps[i], paths[i])
+            except OSError as exc:
+                errors[i] = exc
+    parents: dict[Path, list[int]] = {}
+    for i, path in enumerate(paths):
+        if errors[i] is None:
+            parents.setdefault(path.parent, []).append(i)
+    synced = _in_threads(fsync_dir, list(parents), threads)
+    for parent, exc in zip(parents, synced, strict=True):
+        for i in parents[parent] if exc is not None else ():
+            errors[i] = exc
+    return errors

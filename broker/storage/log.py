@@ -249,6 +249,11 @@ class Log(LogRetention, LogTimestamps):
             write_partition_metadata(self.dir / PARTITION_METADATA, topic_id)
             self._topic_id = topic_id
 
+    def topic_id_written(self, topic_id: uuid.UUID) -> None:
+        """partition.metadata now holds `topic_id`, written (durably) by the log manager for
+        many logs at once."""
+        self._topic_id = topic_id
+
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to later appends, rolls, retention and flushes."""
         self.config = config

@@ -32,9 +32,12 @@ from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     CheckpointError,
+    atomic_write_many,
+    partition_metadata_text,
     read_offset_checkpoint,
     read_properties,
     write_clean_shutdown,
@@ -348,6 +351,8 @@ class LogManager:
             raise KafkaStorageError("every log directory is offline")
         if preferred is not None and preferred in online:
             return preferred
+        if len(online) == 1:
+            return online[0]  # no need to count every log of the broker (once per new log)
         counts = {d: 0 for d in online}
         for d in (*self._log_dir_of.values(), *self._future_dir_of.values()):
             if d in counts:
@@ -381,6 +386,27 @@ class LogManager:
         if topic_id is not None:
             log.assign_topic_id(topic_id)
         return log
+
+    def create_logs(
+        self, specs: Iterable[tuple[str, int, LogConfig | None, uuid.UUID | None]]
+    ) -> None:
+        """`get_or_create_log(topic, partition, config, topic_id=...)` for many partitions (a
+        LeaderAndIsr for new topics): their partition.metadata files are written together,
+        each as durably as alone, so the fsyncs overlap. Best effort: a log whose creation or
+        partition.metadata failed is left for get_or_create_log to create or report."""
+        pending: dict[TopicPartition, tuple[Log, uuid.UUID]] = {}
+        for topic, partition, config, topic_id in specs:
+            try:
+                log = self.get_or_create_log(topic, partition, config)
+                if topic_id is not None and log.topic_id != topic_id:
+                    pending[(topic, partition)] = (log, topic_id)
+            except (KafkaStorageError, CheckpointError, OSError):
+                continue
+        todo = list(pending.values())
+        texts = [(log.dir / PARTITION_METADATA, partition_metadata_text(tid)) for log, tid in todo]
+        for (log, topic_id), error in zip(todo, atomic_write_many(texts), strict=True):
+            if error is None:
+                log.topic_id_written(topic_id)
 
     def update_topic_config(self, topic: str, config: LogConfig | None) -> None:
         """Apply a topic's new configuration (None: back to the broker defaults)."""

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from odradek.broker.storage.checkpoint import (
     CheckpointError,
+    atomic_write_many,
     read_epoch_checkpoint,
     read_offset_checkpoint,
     read_partition_metadata,
@@ -129,3 +130,22 @@ def test_log_config_rejects_bad_values(key, value):
     with pytest.raises(InvalidConfig) as info:
         LogConfig.from_props({key: value})
     assert key in str(info.value) and info.value.key == key
+
+
+def test_atomic_write_many_writes_each_file_and_reports_each_error(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "f").write_text("old")
+    items = [
+        (tmp_path / "a" / "f", "one"),
+        (tmp_path / "missing" / "f", "two"),
+        (tmp_path / "b" / "f", "three"),
+    ]
+    errors = atomic_write_many(items)
+    assert errors[0] is None and errors[2] is None
+    assert isinstance(errors[1], FileNotFoundError)
+    assert (tmp_path / "a" / "f").read_text() == "one"
+    assert (tmp_path / "b" / "f").read_text() == "three"
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["f"]
+    assert atomic_write_many([(tmp_path / "a" / "g", "alone")]) == [None]
+    assert (tmp_path / "a" / "g").read_text() == "alone"

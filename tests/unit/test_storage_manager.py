@@ -278,3 +278,21 @@ def test_unusable_dir_at_startup_is_offline(tmp_path):
     manager.shutdown()
     with pytest.raises(LogDirError, match="cannot use log directory"):
         started([bad])
+
+
+def test_create_logs_writes_each_partition_metadata_durably(tmp_path):
+    manager = started([tmp_path])
+    ids = {p: uuid.uuid4() for p in range(5)}
+    existing = manager.get_or_create_log("t", 0)
+    manager.create_logs([("t", p, None, ids[p]) for p in range(5)] + [("u", 0, None, None)])
+    assert manager.get_log("t", 0) is existing
+    for p, topic_id in ids.items():
+        log = manager.get_log("t", p)
+        assert log.topic_id == topic_id
+        assert read_partition_metadata(log.dir / "partition.metadata") == topic_id
+        assert not (log.dir / "partition.metadata.tmp").exists()
+    assert manager.get_log("u", 0).topic_id is None
+    manager.shutdown()
+    reopened = started([tmp_path])
+    assert {p: reopened.get_log("t", p).topic_id for p in range(5)} == ids
+    reopened.shutdown()
