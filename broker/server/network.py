@@ -12,8 +12,10 @@ replication round trip per request, and when that round trip is longer than ling
 requests queue without bound in the socket. Appends still happen in request order and the
 responses still leave in request order (a writer task sends the owed ones; any other response
 waits for them). A connection owes at most `_PIPELINE_DEPTH` responses and holds at most
-socket.request.max.bytes of their requests; beyond that, and on TLS connections or for clients
-under a produce or request quota, requests are served one at a time as before.
+`_PIPELINE_BYTES` of their requests (socket.request.max.bytes if lower): a request is kept until
+its response leaves, and with socket.request.max.bytes as the bound eight fast producers took a
+broker to 270 MiB. Beyond that, and on TLS connections or for clients under a produce or
+request quota, requests are served one at a time as before.
 
 Plain sockets (not asyncio transports) are used so that fetch responses can hand log bytes to
 the kernel with os.sendfile; uvloop has no sendfile and transports own their file descriptors.
@@ -44,6 +46,9 @@ _RECV_CHUNK = 256 * 1024
 _COALESCE_LIMIT = 64 * 1024
 # Responses a connection may owe while reading on (acks=all produce requests in flight).
 _PIPELINE_DEPTH = 32
+# ...and the bytes of their requests it may hold meanwhile: a few replication round trips' worth
+# of a fast producer, which keeps a broker's memory bounded by its connections.
+_PIPELINE_BYTES = 4 * 1024 * 1024
 
 
 class FileRegion(Protocol):
@@ -145,7 +150,7 @@ class Connection:
         self._chunk_view = memoryview(self._chunk)
         # Pipelined requests (see the module's docstring): their futures of response chunks in
         # request order, with their sizes, and the task sending them.
-        self.pipeline_bytes = 0  # the server sets socket.request.max.bytes (0: never)
+        self.pipeline_bytes = 0  # the server sets it (0: never)
         self.owed: deque[tuple[asyncio.Future[Any], int]] = deque()
         self.owed_bytes = 0
         self.writer: asyncio.Future[None] | None = None
@@ -370,7 +375,7 @@ class SocketServer:
             except OSError:
                 sock.close()
                 continue
-            conn.pipeline_bytes = self.max_request_bytes
+            conn.pipeline_bytes = min(self.max_request_bytes, _PIPELINE_BYTES)
             self.connections.add(conn)
             throttle = self.connection_throttle(conn) if self.connection_throttle else 0
             if throttle > 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -161,6 +162,51 @@ def test_pipelined_acks_all_produce_is_appended_and_answered_in_order(cluster_fa
             assert part["base_offset"] == expected_offset
             expected_offset += count
     assert log_end(c, leader) == expected_offset
+
+
+def test_pipelined_requests_held_by_a_connection_are_bounded(cluster_factory) -> None:
+    """While the followers stall, a producer that keeps sending acks=all requests is held back
+    at its socket once its connection holds a few MiB of requests waiting for them: the broker
+    keeps each such request until it answers, so its memory must not grow with the backlog.
+    When the followers return, every request is appended and answered, in order."""
+    c = cluster_factory(3, OVERRIDES)
+    create(c)
+    leader = c.wait_until(lambda: leader_serving(c), "a serving leader")
+    value = b"v" * (512 * 1024)
+    count = 24  # 12 MiB of requests
+    payload = bytearray()
+    for i in range(count):
+        batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), value=value)])
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 60000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        frame = codec.encode_request(ApiKey.PRODUCE, 9, 0x30000 + i, "flood", body)
+        payload += struct.pack(">i", len(frame)) + frame
+    followers = [b for b in (1, 2, 3) if b != leader]
+    log = c[leader].data_dir / f"{TOPIC}-0" / "00000000000000000000.log"
+    for b in followers:
+        c[b].pause()
+    with socket.create_connection((c[leader].host, c[leader].port), timeout=60) as sock:
+        sock.settimeout(60)
+        sender = threading.Thread(target=sock.sendall, args=(payload,), daemon=True)
+        sender.start()
+        time.sleep(3)  # the leader reads and appends what its bound lets it, then stops reading
+        held = log.stat().st_size
+        for b in followers:
+            c[b].resume()
+        # 4 MiB of requests owed, plus the one read after them that waits in turn
+        assert len(value) <= held <= 4 * 1024 * 1024 + 2 * len(value), held
+        for i in range(count):
+            got, response = codec.decode_response(ApiKey.PRODUCE, 9, recv_frame(sock))
+            assert got == 0x30000 + i
+            part = response["responses"][0]["partition_responses"][0]
+            assert part["error_code"] == ErrorCode.NONE
+            assert part["base_offset"] == i
+        sender.join(timeout=60)
+    assert log_end(c, leader) == count
 
 
 def segment(c: Cluster, broker: int, topic: str = TOPIC) -> bytes:
