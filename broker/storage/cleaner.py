@@ -364,10 +364,14 @@ def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]
     return body, 0, len(body)
 
 
-def _die_with(parent: int) -> None:
-    """Have the kernel kill this (forked) process when `parent` dies (PR_SET_PDEATHSIG)."""
+PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int) -> None:
+    """Have the kernel kill this process (the cleaner's worker, or the process it forks) when
+    `parent` dies; exit at once if it already has."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:
@@ -503,7 +507,7 @@ class Cleaner:
             code = 1
             try:
                 os.close(reader)
-                _die_with(os.getppid())
+                die_with(os.getppid())
                 part = CleanerStats()
                 txn = CleanedTransactions(())
                 full = any(self._map_segment(seg, start, nb, txn, part) for seg, nb in dirty[:half])

@@ -9,29 +9,17 @@ traceback). It exits when stdin closes, and the kernel kills it when the broker 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import pickle
-import signal
 import sys
 import traceback
 from typing import Any, BinaryIO
 
-from .cleaner import Cleaner, CleaningAborted, OffsetMap, Throttler
+from .cleaner import Cleaner, CleaningAborted, OffsetMap, Throttler, die_with
 from .crash_points import set_broker_pid
 
-PR_SET_PDEATHSIG = 1
 WORKER_NICENESS = 10
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the broker died before prctl took effect
-        os._exit(1)
 
 
 def main() -> None:
@@ -44,7 +32,7 @@ def main() -> None:
         format="[%(asctime)s] %(levelname)s %(name)s (cleaner worker): %(message)s",
     )
     settings = pickle.load(inp)
-    _die_with_parent(settings["broker_pid"])
+    die_with(settings["broker_pid"])
     # Below the broker in CPU priority: on a busy machine produce and fetch go first.
     os.nice(WORKER_NICENESS)
     set_broker_pid(settings["broker_pid"])
