@@ -59,6 +59,9 @@ class Plan:
     offline_records: int
     offline_repeats: int  # spark-submit is slow: three at most
     structural_repeats: int  # restarts (start-up, recovery, catch-up) are slow: fewer of them
+    # records of 1 KiB the cluster's consumer group reads (the first of what its 8 producers
+    # wrote): phase_bytes of them, as the one-broker consume rows read (--phase-mb sets both)
+    group_records: int
 
     @classmethod
     def make(
@@ -70,15 +73,16 @@ class Plan:
     ) -> Plan:
         if quick:
             plan = cls(True, repeats or 1, 1.0, 8_000_000, 20_000, 10.0, 4, 100, 4,
-                       32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1)  # fmt: skip
+                       32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1, 7_812)  # fmt: skip
         else:
             reps = repeats or 5
             plan = cls(False, reps, PHASE_SECONDS, 256_000_000, 1_000_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, 10.0, 1024, OFFLINE_RECORDS, min(reps, 3),
-                       min(reps, 2))  # fmt: skip
+                       min(reps, 2), 250_000)  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
+            plan = replace(plan, group_records=plan.records(KiB))
         if phase_seconds:
             plan = replace(plan, phase_seconds=phase_seconds)
         return plan
@@ -438,7 +442,7 @@ def cluster(ctx: Ctx) -> None:
 
 def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
     """The produce row (8 producers for `phase_seconds`) and the group's consume row (the
-    first `max_records` of what they wrote)."""
+    first `group_records` of what they wrote)."""
     p = ctx.plan
     label = f"produce, {PRODUCERS} producers, acks=all, 1 KiB"
     cpu = ctx.deployment.cpu_seconds()
@@ -460,7 +464,7 @@ def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
         with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
             went, finish = run_group(ctx, topic, Path(tmp), False, p.duration * 3 + 60)
             # 62,500 records took a group 0.3 to 0.7 s, its start included: it reads more.
-            wanted = min(p.records(KiB), delivered)
+            wanted = min(p.group_records, delivered)
             got = finish(wanted)
         received, seconds = first_records(got, wanted, went)
         rate = received / seconds

@@ -57,19 +57,9 @@ def fsync_dir(path: Path | str, *, missing_ok: bool = False) -> None:
 
 def atomic_write(path: Path, text: str) -> None:
     """Replace `path` with `text` durably (tmp + fsync + rename + fsync of the directory)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        data = text.encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    (error,) = atomic_write_many([(path, text)], threads=1)
+    if error is not None:
+        raise error
 
 
 def _read_versioned_lines(path: Path) -> list[list[str]] | None:
@@ -215,6 +205,8 @@ def _in_threads(
 
     if not args:
         return []
+    if threads == 1 or len(args) == 1:  # no thread to wait with
+        return [one(arg) for arg in args]
     with ThreadPoolExecutor(min(threads, len(args)), thread_name_prefix="fsync") as pool:
         return list(pool.map(one, args))
 
@@ -226,9 +218,8 @@ def atomic_write_many(
     before the rename, its directory fsynced after), with the fsyncs issued from `threads`
     threads: a journaling file system commits concurrent fsyncs together, where one after the
     other each waits for a commit of its own (a topic of 1,000 partitions writes 1,000
-    partition.metadata files). One error per item (None: written)."""
-    if len(items) < 2:
-        return _in_threads(lambda item: atomic_write(*item), items, 1)
+    partition.metadata files). One error per item (None: written); each step is taken for
+    every item before the next, so one item is `atomic_write` itself."""
     errors: list[OSError | None] = [None] * len(items)
     paths = [Path(path) for path, _ in items]
     tmps = [path.with_name(path.name + ".tmp") for path in paths]

@@ -146,6 +146,35 @@ class CleanerStats:
         )
 
 
+@dataclass
+class MapPass:
+    """What the map pass learned besides the offset map, which the copy pass needs to pick
+    the records that stay; one per round, so nothing carries over from the last one."""
+
+    # the most records of a batch the map pass put in one go
+    largest_batch: int = 0
+    # base offset -> how many records without a key the map pass read in that batch
+    keyless: dict[int, int] = field(default_factory=dict)
+    # base offsets of the batches the map pass did not read whole (it filled up)
+    unmapped: set[int] = field(default_factory=set)
+    # whether the map pass read a batch whose offsets do not rise strictly within its
+    # range: the copy pass then reads every batch record by record, as the map's
+    # positions may point into the wrong batch
+    stray: bool = False
+    # the offsets of the records the offset map keeps, set once it is built, and the map's
+    # values (those offsets with their records' positions) sorted
+    winners: set[int] = field(default_factory=set)
+    located: list[int] = field(default_factory=list)
+
+    def merge(self, other: MapPass) -> None:
+        """Take in what the map pass learned reading another part of the section (the
+        batches of the two parts are distinct)."""
+        self.largest_batch = max(self.largest_batch, other.largest_batch)
+        self.keyless.update(other.keyless)
+        self.unmapped |= other.unmapped
+        self.stray |= other.stray
+
+
 class OffsetMap:
     """key -> offset of its latest record, by the key's MD5 (Kafka's SkimpyOffsetMap semantics:
     `memory` / 24 slots, filled up to `load_factor` of them); a key shorter than a digest is
@@ -203,6 +232,14 @@ class OffsetMap:
     def located_winners(self) -> list[int]:
         """The map's values (`located` offsets and positions), by offset."""
         return sorted(self._map.values())
+
+    def merge_earlier(self, earlier: OffsetMap) -> None:
+        """Take in the map of the part of the section before this map's, with this map's
+        offsets winning, as one reading in order would; `earlier` is left empty."""
+        merged, earlier._map = earlier._map, {}
+        merged.update(self._map)
+        self._map = merged
+        self.latest_offset = max(self.latest_offset, earlier.latest_offset)
 
 
 class Throttler:
@@ -404,20 +441,6 @@ class Cleaner:
         # whether the map pass may fork a process to read half the segments on another core
         # (the worker process, single-threaded, may; a cleaner inside the broker may not)
         self.fork_map = fork_map and len(os.sched_getaffinity(0)) > 1
-        # the most records of a batch the map pass put in one go
-        self.largest_batch = 0
-        # the offsets of the records the offset map keeps, set once it is built, and the map's
-        # values (those offsets with their records' positions) sorted
-        self.winners: set[int] = set()
-        self.located: list[int] = []
-        # base offset -> how many records without a key the map pass read in that batch
-        self.keyless: dict[int, int] = {}
-        # base offsets of the batches the map pass did not read whole (it filled up)
-        self.unmapped: set[int] = set()
-        # whether the map pass read a batch whose offsets do not rise strictly within its
-        # range: the copy pass then reads every batch record by record, as the map's
-        # positions may point into the wrong batch
-        self.stray = False
 
     def clean(
         self, task: CleanTask, swap: Callable[[int, list[int]], bool]
@@ -425,18 +448,7 @@ class Cleaner:
         """Clean `task`'s log; `swap(new base, replaced bases)` puts each cleaned group in
         place (False aborts). Returns the next dirty offset and the round's statistics."""
         stats = CleanerStats()
-        try:
-            return self._clean(task, swap, stats)
-        finally:
-            self.winners, self.located, self.keyless = set(), [], {}
-            self.unmapped, self.stray = set(), False
-
-    def _clean(
-        self, task: CleanTask, swap: Callable[[int, list[int]], bool], stats: CleanerStats
-    ) -> tuple[int, CleanerStats]:
-        self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
-        self.winners = self.offset_map.latest_offsets()
-        self.located = self.offset_map.located_winners()
+        found = self.build_offset_map(task, CleanedTransactions(task.aborted), stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_at = time.monotonic()
         crash_point("cleaner-map-built")
@@ -449,7 +461,7 @@ class Cleaner:
         )
         txn = CleanedTransactions(task.aborted)
         for group in groups:
-            self.clean_segments(task, group, txn, stats)
+            self.clean_segments(task, group, found, txn, stats)
             crash_point("cleaner-cleaned-written")
             if not swap(group[0].base_offset, [s.base_offset for s in group]):
                 for path in segment_paths(task.directory, group[0].base_offset, CLEANED_SUFFIX):
@@ -463,10 +475,11 @@ class Cleaner:
 
     def build_offset_map(
         self, task: CleanTask, txn: CleanedTransactions, stats: CleanerStats
-    ) -> None:
+    ) -> MapPass:
+        """Fill the offset map from the dirty section; what else the pass learned."""
         start, end = task.first_dirty_offset, task.first_uncleanable_offset
-        self.offset_map.clear()
-        self.keyless, self.unmapped, self.stray = {}, set(), False
+        omap = self.offset_map
+        omap.clear()
         segs = task.segments
         dirty = [
             (seg, segs[i + 1].base_offset if i + 1 < len(segs) else end)
@@ -474,26 +487,29 @@ class Cleaner:
             if seg.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start)
         ]
         log.debug("building the offset map of %s over [%d, %d)", task.name, start, end)
-        self.largest_batch = 0
-        if self._map_on_two_cores(task, dirty, stats):
-            return
-        for seg, next_base in dirty:
-            self.check_done()
-            if self._map_segment(seg, start, next_base, txn, stats):
-                log.debug("offset map of %s is full at segment %d", task.name, seg.base_offset)
-                break
+        found = self._map_on_two_cores(task, dirty, stats)
+        if found is None:
+            found = MapPass()
+            for seg, next_base in dirty:
+                self.check_done()
+                if self._map_segment(seg, start, next_base, txn, stats, found):
+                    log.debug("offset map of %s is full at segment %d", task.name, seg.base_offset)
+                    break
+        found.winners = omap.latest_offsets()
+        found.located = omap.located_winners()
+        return found
 
     def _map_on_two_cores(
         self, task: CleanTask, dirty: list[tuple[SegmentRef, int]], stats: CleanerStats
-    ) -> bool:
+    ) -> MapPass | None:
         """Build the offset map with a forked process reading the first half of the dirty
         segments (by size) while this one reads the second; the halves merge with the later
         offsets winning, as one reading in order would. Only where that reading could not
         differ: no aborted transactions (whose state runs across segments), no throttle, and
-        a map that could not have filled up (checked after). False, with the map cleared, when
+        a map that could not have filled up (checked after). None, with the map cleared, when
         it did not apply or did not work out (the caller then reads in order)."""
         if not self.fork_map or task.aborted or len(dirty) < 2 or 0 < self.throttler.rate < 1e300:
-            return False
+            return None
         total = sum(seg.size for seg, _ in dirty)
         half, acc = 1, 0
         for half, (seg, _) in enumerate(dirty[:-1], 1):  # noqa: B007
@@ -508,13 +524,13 @@ class Cleaner:
             try:
                 os.close(reader)
                 die_with(os.getppid())
-                part = CleanerStats()
+                part, found = CleanerStats(), MapPass()
                 txn = CleanedTransactions(())
-                full = any(self._map_segment(seg, start, nb, txn, part) for seg, nb in dirty[:half])
+                full = any(
+                    self._map_segment(seg, start, nb, txn, part, found) for seg, nb in dirty[:half]
+                )
                 result = (
-                    full, self.offset_map._map, self.offset_map.latest_offset, self.keyless,
-                    self.unmapped, self.stray, self.largest_batch, part.map_bytes_read,
-                    part.map_messages_read,
+                    full, self.offset_map, found, part.map_bytes_read, part.map_messages_read
                 )  # fmt: skip
                 with os.fdopen(writer, "wb") as out:
                     pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -522,9 +538,12 @@ class Cleaner:
             finally:
                 os._exit(code)
         os.close(writer)
+        found = MapPass()
         try:
             txn = CleanedTransactions(())
-            full = any(self._map_segment(seg, start, nb, txn, stats) for seg, nb in dirty[half:])
+            full = any(
+                self._map_segment(seg, start, nb, txn, stats, found) for seg, nb in dirty[half:]
+            )
             with os.fdopen(reader, "rb") as inp:
                 data = inp.read()
         except BaseException:
@@ -533,31 +552,21 @@ class Cleaner:
         finally:
             status = os.waitpid(pid, 0)[1]
         omap = self.offset_map
-        if full or status != 0 or not data:
-            omap.clear()
-            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
-            stats.map_bytes_read = stats.map_messages_read = 0
-            return False
-        first_full, first_map, latest, keyless, unmapped, stray, largest, nbytes, msgs = (
-            pickle.loads(data)
-        )
-        first_map.update(omap._map)  # the later half's offsets win
-        omap._map = first_map
-        omap.latest_offset = max(omap.latest_offset, latest)
-        self.keyless.update(keyless)
-        self.unmapped |= unmapped
-        self.stray |= stray
-        self.largest_batch = max(self.largest_batch, largest)
-        stats.map_bytes_read += nbytes
-        stats.map_messages_read += msgs
-        # Reading in order, the map holds at most its final keys before any batch: when even
-        # that plus the largest batch fits, no batch found it near full, and the map is the same.
-        if first_full or self.unmapped or omap.size + self.largest_batch > omap.max_entries:
-            omap.clear()
-            self.keyless, self.unmapped, self.stray, self.largest_batch = {}, set(), False, 0
-            stats.map_bytes_read = stats.map_messages_read = 0
-            return False
-        return True
+        if not full and status == 0 and data:
+            first_full, first_map, first, nbytes, msgs = pickle.loads(data)
+            omap.merge_earlier(first_map)
+            found.merge(first)
+            stats.map_bytes_read += nbytes
+            stats.map_messages_read += msgs
+            # Reading in order, the map holds at most its final keys before any batch: when even
+            # that plus the largest batch fits, no batch found it near full, and the map is the
+            # same.
+            if not first_full and not found.unmapped:
+                if omap.size + found.largest_batch <= omap.max_entries:
+                    return found
+        omap.clear()
+        stats.map_bytes_read = stats.map_messages_read = 0
+        return None
 
     def _map_segment(
         self,
@@ -566,8 +575,10 @@ class Cleaner:
         next_base: int,
         txn: CleanedTransactions,
         stats: CleanerStats,
+        found: MapPass,
     ) -> bool:
-        """Put the keys of one segment into the map; True when the map filled up."""
+        """Put the keys of one segment into the map, and what else it shows into `found`;
+        True when the map filled up."""
         omap = self.offset_map
         fd = os.open(seg.path, os.O_RDONLY)
         try:
@@ -582,19 +593,19 @@ class Cleaner:
                     buf, pos, end = _records(data, p, header)
                     base = header.base_offset
                     read = omap.put_batch(buf, pos, end, header, start)
-                    if header.records_count > self.largest_batch:
-                        self.largest_batch = header.records_count
+                    if header.records_count > found.largest_batch:
+                        found.largest_batch = header.records_count
                     if read is not None:
                         keyless, stray = read
-                        self.stray |= stray
+                        found.stray |= stray
                     else:
                         # Near full: record by record, to stop where it fills up.
-                        self.unmapped.add(base)
+                        found.unmapped.add(base)
                         spans, keyless = select_records(
                             buf, pos, end, header.records_count, 0, None
                         )
                         offsets = [base + span.offset_delta for span in spans]
-                        self.stray |= any(
+                        found.stray |= any(
                             a >= b for a, b in zip([base - 1, *offsets], offsets, strict=False)
                         ) or bool(offsets and offsets[-1] > header.last_offset)
                         for span, offset in zip(spans, offsets, strict=True):
@@ -603,7 +614,7 @@ class Cleaner:
                                     return True
                                 omap.put(span.key, offset)
                     if keyless:
-                        self.keyless[base] = keyless
+                        found.keyless[base] = keyless
                 stats.map_messages_read += header.records_count
                 omap.latest_offset = max(omap.latest_offset, header.last_offset)
         finally:
@@ -617,10 +628,12 @@ class Cleaner:
         self,
         task: CleanTask,
         group: Sequence[SegmentRef],
+        found: MapPass,
         txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> None:
-        """Write the cleaned copy of `group` as one `.cleaned` segment, fsynced."""
+        """Write the cleaned copy of `group` as one `.cleaned` segment, fsynced, keeping the
+        records the map pass (`found`, with the offset map) says stay."""
         base = group[0].base_offset
         for path in segment_paths(task.directory, base, CLEANED_SUFFIX):
             path.unlink(missing_ok=True)
@@ -631,7 +644,7 @@ class Cleaner:
         try:
             txn.retained = []
             for seg in group:
-                self._clean_into(task, seg, dest, txn, stats)
+                self._clean_into(task, seg, dest, found, txn, stats)
             for aborted in txn.retained:  # markers kept: their transactions stay indexed
                 dest.txn_index.append(aborted)
             dest.on_become_inactive()
@@ -648,6 +661,7 @@ class Cleaner:
         task: CleanTask,
         seg: SegmentRef,
         dest: LogSegment,
+        found: MapPass,
         txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> None:
@@ -660,7 +674,7 @@ class Cleaner:
                 rb.validate(data, p)
                 stats.bytes_read += header.size
                 self.throttler.maybe_throttle(header.size)
-                answer = self._filter(task, data, p, header, txn, stats)
+                answer = self._filter(task, data, p, header, found, txn, stats)
                 if answer is None:
                     continue
                 if isinstance(answer, _Original):
@@ -693,6 +707,7 @@ class Cleaner:
         data: bytes,
         p: int,
         header: BatchHeader,
+        found: MapPass,
         txn: CleanedTransactions,
         stats: CleanerStats,
     ) -> bytes | _Original | None:
@@ -725,7 +740,7 @@ class Cleaner:
         if txn.data_batch(header):  # an aborted transaction's records go at once
             return empty_batch(header) if retain_empty else None
         buf, pos, end = _records(data, p, header)
-        kept = self._retained(task, header, buf, pos, end, stats)
+        kept = self._retained(task, header, buf, pos, end, found, stats)
         if not kept:
             return empty_batch(header) if retain_empty else None
         stats.messages_written += len(kept)
@@ -742,6 +757,7 @@ class Cleaner:
         buf: bytes,
         pos: int,
         end: int,
+        found: MapPass,
         stats: CleanerStats,
     ) -> list[RecordSpan]:
         """The records of the batch that stay: the latest of their key, tombstones until
@@ -754,15 +770,15 @@ class Cleaner:
         count = header.records_count
         if task.first_dirty_offset <= base and header.last_offset <= latest:
             # Wholly in the mapped section: a record stays when the map holds its offset.
-            if self.stray or base in self.unmapped:
-                kept, keyless = select_records(buf, pos, end, count, base, self.winners)
+            if found.stray or base in found.unmapped:
+                kept, keyless = select_records(buf, pos, end, count, base, found.winners)
                 stats.invalid_messages += keyless
                 return [s for s in kept if s.has_value] if deletes_expired else kept
             # Read whole by the map pass, which counted its keyless records and filed each
             # winner's position: the winners in the batch's range are its records that stay,
             # read where they are; the others are not read again.
-            stats.invalid_messages += self.keyless.get(base, 0)
-            located_ = self.located
+            stats.invalid_messages += found.keyless.get(base, 0)
+            located_ = found.located
             lo = bisect_left(located_, located(base, 0))
             hi = bisect_left(located_, located(header.last_offset + 1, 0), lo)
             kept = spans_at(buf, pos, located_[lo:hi])

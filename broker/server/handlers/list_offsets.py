@@ -85,13 +85,10 @@ def _answer_topic(
             if state.leader == partition.local_broker_id and (
                 wanted_epoch < 0 or wanted_epoch == epoch
             ):
-                log = partition.log
-                if not from_client:
-                    offset = log.log_end_offset
-                elif partition.leader_epoch_start_offset <= log.high_watermark:
-                    offset = partition.last_stable_offset if committed else log.high_watermark
+                if _hw_lagging(partition, from_client):
+                    offset = -1  # the general path below tells the error
                 else:
-                    offset = -1  # the HW still lags: the general path below tells the error
+                    offset = _fetchable(partition, from_client, committed)
                 if offset >= 0:
                     if v0:
                         append({"partition_index": index, "error_code": 0, "offset": offset,
@@ -122,11 +119,8 @@ def _lookup(
 ) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one request; offset -1 when no record qualifies."""
     log = partition.log
-    if not from_client:
-        fetchable = log.log_end_offset
-    else:
-        fetchable = partition.last_stable_offset if committed else partition.high_watermark
-    hw_lagging = from_client and partition.leader_epoch_start_offset > partition.high_watermark
+    fetchable = _fetchable(partition, from_client, committed)
+    hw_lagging = _hw_lagging(partition, from_client)
     if timestamp == LATEST:
         if hw_lagging:
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, _lagging(partition))
@@ -145,6 +139,21 @@ def _lookup(
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, _lagging(partition))
         return -1, -1, -1
     return found.offset, found.timestamp, found.leader_epoch
+
+
+def _fetchable(partition: Any, from_client: bool, committed: bool) -> int:
+    """The end of what the asker may fetch, the answer for the latest offset: the log end for
+    replicas and tools, else the high watermark, or the last stable offset under
+    read_committed."""
+    if not from_client:
+        return partition.log.log_end_offset
+    return partition.last_stable_offset if committed else partition.high_watermark
+
+
+def _hw_lagging(partition: Any, from_client: bool) -> bool:
+    """Whether a consumer must wait (OFFSET_NOT_AVAILABLE): the high watermark is still below
+    the log end this leader started its epoch with."""
+    return from_client and partition.leader_epoch_start_offset > partition.high_watermark
 
 
 def _lagging(partition: Any) -> str:
