@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from odradek.broker.coordinator.transaction import TransactionConfig, TransactionCoordinator
+from odradek.broker.coordinator.transaction import coordinator as coordinator_module
 from odradek.broker.coordinator.transaction import formats as fmt
 from odradek.broker.coordinator.transaction.markers import MarkerEntry
 from odradek.broker.coordinator.transaction.metadata import (
@@ -288,6 +289,37 @@ def test_commit_writes_states_and_markers(run):
         assert await c.end_transaction("tx", pid, 0, False) == E.INVALID_TXN_STATE
         assert await c.end_transaction("tx", pid + 1, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
         assert await c.add_partitions("nobody", pid, 0, set(DATA)) == E.INVALID_PRODUCER_ID_MAPPING
+
+    run(test)
+
+
+def test_next_transaction_waits_for_the_markers_of_the_last(run, monkeypatch):
+    """EndTxn answers before the markers are written; the producer's next AddPartitionsToTxn
+    is held until they are, and answers CONCURRENT_TRANSACTIONS only past the hold."""
+
+    async def test(h: Harness) -> None:
+        c = h.coordinator
+        pid = await h.open_transaction("tx", 60000, DATA[0])
+        h.fail_markers = True  # the markers are retried until the leader answers
+        assert await c.end_transaction("tx", pid, 0, True) == E.NONE
+        held = asyncio.create_task(c.add_partitions("tx", pid, 0, {DATA[1]}))
+        await asyncio.sleep(0.2)
+        assert not held.done()
+        h.fail_markers = False
+        assert await asyncio.wait_for(held, WAIT_S) == E.NONE
+        md = h.state_of("tx")
+        assert (md.state, md.partitions) == (TxnState.ONGOING, {DATA[1]})
+        assert [v.state_id for v in h.records("tx")][-2:] == [4, 1]  # CompleteCommit, Ongoing
+
+        # Markers that take longer than the hold: the client is told to retry.
+        monkeypatch.setattr(coordinator_module, "SETTLE_HOLD_S", 0.1)
+        h.produce(DATA[1], pid, 0, 1)
+        h.fail_markers = True
+        assert await c.end_transaction("tx", pid, 0, False) == E.NONE
+        assert await c.add_partitions("tx", pid, 0, {DATA[0]}) == E.CONCURRENT_TRANSACTIONS
+        h.fail_markers = False
+        await until(lambda: h.state_of("tx").state is TxnState.COMPLETE_ABORT)
+        assert await c.add_partitions("tx", pid, 0, {DATA[0]}) == E.NONE
 
     run(test)
 

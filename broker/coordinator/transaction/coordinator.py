@@ -5,7 +5,8 @@ Everything runs on the broker's event loop. A request first checks and *prepares
 of the transactional id's metadata (synchronously, so no other request interleaves), then awaits
 the write to `__transaction_state`; a metadata with a transition in flight answers
 CONCURRENT_TRANSACTIONS. EndTxn answers once PrepareCommit/PrepareAbort is written; the markers
-and the final CompleteCommit/CompleteAbort follow in the background (markers.py).
+and the final CompleteCommit/CompleteAbort follow in the background (markers.py). The producer's
+next AddPartitionsToTxn, which races them, is held until they are done (SETTLE_HOLD_S at most).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from .metadata import (
 )
 
 log = logging.getLogger(__name__)
+
+# How long an AddPartitionsToTxn waits for the markers of the producer's previous transaction.
+SETTLE_HOLD_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -255,11 +259,32 @@ class TransactionCoordinator:
             return got
         coordinator_epoch, md = got
         if md.pending or md.state.is_prepare:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+            # The producer's next transaction raced the markers of its last one (EndTxn
+            # answers before them). Held until they are written, the request costs their
+            # write (about a millisecond) rather than the client's backoff and retry (20 ms
+            # in librdkafka); CONCURRENT_TRANSACTIONS only if they take longer than the hold.
+            got = await self._settled(txn_id, producer_id, epoch)
+            if isinstance(got, ErrorCode):
+                return got
+            coordinator_epoch, md = got
         if md.state is TxnState.ONGOING and partitions <= md.partitions:
             return ErrorCode.NONE
         transit = md.prepare_add_partitions(partitions, self.clock())
         return await self.state.append(txn_id, coordinator_epoch, transit)
+
+    async def _settled(
+        self, txn_id: str, producer_id: int, epoch: int
+    ) -> tuple[int, TransactionMetadata] | ErrorCode:
+        """The producer's metadata once no transition is in flight or being completed, within
+        SETTLE_HOLD_S; CONCURRENT_TRANSACTIONS after that."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_HOLD_S
+        while (left := deadline - loop.time()) > 0:
+            await self.state.wait_settled(txn_id, left)
+            got = self._producer_txn(txn_id, producer_id, epoch)
+            if isinstance(got, ErrorCode) or not (got[1].pending or got[1].state.is_prepare):
+                return got
+        return ErrorCode.CONCURRENT_TRANSACTIONS
 
     def verify_partitions(
         self, txn_id: str, producer_id: int, epoch: int, partitions: set[TopicPartition]

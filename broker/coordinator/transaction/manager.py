@@ -9,6 +9,7 @@ epoch at loading, is unchanged).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -160,6 +161,8 @@ class TransactionStateManager(CoordinatorPartitions):
         self.config = config
         self.clock = clock
         self.partitions: dict[int, PartitionTxns] = {}
+        # Requests waiting for a transactional id's transition to settle (wait_settled).
+        self._settle_waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -271,21 +274,40 @@ class TransactionStateManager(CoordinatorPartitions):
             value=fmt.value_bytes(value_of(transit)),
         )
         code = await self._write(self.partition_for(txn_id), [record], transit.timeout_ms)
-        got = self.get(txn_id)
-        if code == ErrorCode.NONE:
-            if isinstance(got, ErrorCode):
-                return got
-            epoch, md = got
-            if md is None or epoch != coordinator_epoch:
-                return ErrorCode.NOT_COORDINATOR
-            md.complete_transition(transit)
-            return ErrorCode.NONE
-        log.info("writing %s of %s failed: %s", transit.state.state_name, txn_id, code.name)
-        if not isinstance(got, ErrorCode):
-            epoch, md = got
-            if md is not None and epoch == coordinator_epoch and code not in keep_pending_on:
-                md.pending_state = None
-        return code
+        try:
+            got = self.get(txn_id)
+            if code == ErrorCode.NONE:
+                if isinstance(got, ErrorCode):
+                    return got
+                epoch, md = got
+                if md is None or epoch != coordinator_epoch:
+                    return ErrorCode.NOT_COORDINATOR
+                md.complete_transition(transit)
+                return ErrorCode.NONE
+            log.info("writing %s of %s failed: %s", transit.state.state_name, txn_id, code.name)
+            if not isinstance(got, ErrorCode):
+                epoch, md = got
+                if md is not None and epoch == coordinator_epoch and code not in keep_pending_on:
+                    md.pending_state = None
+            return code
+        finally:
+            for waiter in self._settle_waiters.pop(txn_id, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def wait_settled(self, txn_id: str, timeout: float) -> None:
+        """Return once a write of `txn_id`'s metadata has finished (written or failed), or
+        after `timeout` seconds: the caller then looks at the metadata again."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._settle_waiters.setdefault(txn_id, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait([waiter], timeout=timeout)
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters and self._settle_waiters.get(txn_id) is waiters:
+                    del self._settle_waiters[txn_id]
 
     # -- timeouts and expiration ----------------------------------------------------------
 
