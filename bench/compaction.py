@@ -185,7 +185,7 @@ def measure(bootstrap: str, log_text: Callable[[], str], args: argparse.Namespac
         if report is None:
             raise RuntimeError("no cleaner report in the log")
         mb, secs = (float(report.group(i).replace(",", "")) for i in (4, 5))
-        return {"filled": filled, "probe": probed, "clean_mb": mb, "clean_seconds": secs,
+        return {"topic": topic, "filled": filled, "probe": probed, "clean_mb": mb, "clean_seconds": secs,
                 "clean_mb_per_s": mb / secs if secs else 0.0}  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)

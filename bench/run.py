@@ -67,7 +67,6 @@ class Scenario:
     kind: str
     run: Callable[[sc.Ctx], None]
     summary: str
-    repeated: bool = True  # False: measured once whatever --repeats says
     in_quick: bool = True
 
 
@@ -96,7 +95,7 @@ SCENARIOS = [
              "one broker killed with kill -9 holding 2 GB of log in 2,000 segments: time to "
              "serve again"),
     Scenario("compaction", "compaction", sc.compaction,
-             "the log cleaner's rate and produce latency while it runs", repeated=False),
+             "the log cleaner's rate and produce latency while it runs (3 repeats at most)"),
     Scenario("offline-load", "offline-load", sc.offline_load,
              "the Spark offline-load pipeline into Parquet (3 repeats at most)",
              in_quick=False),
@@ -133,10 +132,8 @@ def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
         for repeat in range(plan.repeats):
             ctx.repeat = repeat
             for s in chosen:
-                if repeat and not s.repeated:
-                    continue
                 ctx.scenario = s.name
-                ctx.repeats = plan.repeats if s.repeated else 1
+                ctx.repeats = plan.repeats
                 try:
                     s.run(ctx)
                 except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
@@ -216,8 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for s in SCENARIOS:
             extra = "" if s.in_quick else " (not in --quick unless named)"
-            once = "" if s.repeated else " (measured once)"
-            print(f"{s.name:<14} {s.summary}{once}{extra}")
+            print(f"{s.name:<14} {s.summary}{extra}")
         return 0
     names = [n for item in args.only for n in item.split(",") if n]
     unknown = set(names) - {s.name for s in SCENARIOS}

@@ -57,7 +57,7 @@ class Plan:
     latency_seconds: float
     compaction_mb: int
     offline_records: int
-    offline_repeats: int  # spark-submit is slow: three at most
+    slow_repeats: int  # spark-submit and the 1 GB compaction fill are slow: three at most
     structural_repeats: int  # restarts (start-up, recovery, catch-up) are slow: fewer of them
     # records of 1 KiB the cluster's consumer group reads (the first of what its 8 producers
     # wrote): phase_bytes of them, as the one-broker consume rows read (--phase-mb sets both)
@@ -789,7 +789,8 @@ def recovery(ctx: Ctx) -> None:
 
 
 def compaction(ctx: Ctx) -> None:
-    """bench/compaction.py on this broker: the cleaner's rate, produce latency meanwhile."""
+    """bench/compaction.py on this broker: the cleaner's rate, produce latency meanwhile. A
+    fresh topic in each of the first `slow_repeats` repeats, deleted after."""
     import compaction as job
 
     mb = ctx.plan.compaction_mb
@@ -803,6 +804,9 @@ def compaction(ctx: Ctx) -> None:
         ("produce p99 before cleaning, 200 rec/s", "ms", False, ("probe", "before", "p99")),
         ("produce p99 while cleaning, 200 rec/s", "ms", False, ("probe", "during", "p99")),
     ]
+    if ctx.repeat >= ctx.plan.slow_repeats:
+        return
+    ctx.repeats = min(ctx.repeats, ctx.plan.slow_repeats)  # for the progress lines
     broker = ctx.deployment.brokers[0]
     try:
         result = job.measure(
@@ -814,6 +818,7 @@ def compaction(ctx: Ctx) -> None:
         for label, unit, higher, _ in rows:
             ctx.fail(label, unit, higher, exc)
         return
+    ctx.delete(result["topic"], result["topic"] + "-latency")
     for label, unit, higher, path in rows:
         value: object = result
         for key in path:
@@ -827,14 +832,14 @@ def compaction(ctx: Ctx) -> None:
 def offline_load(ctx: Ctx) -> None:
     """pipelines/offline_load.py (spark-submit, local[*]) loading a 4-partition topic of
     200-byte records into Parquet; the job's own rate. A fresh topic in each of the first
-    `offline_repeats` repeats, deleted after."""
+    `slow_repeats` repeats, deleted after."""
     import offline_load as job
 
     n = ctx.plan.offline_records
     label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
-    if ctx.repeat >= ctx.plan.offline_repeats:
+    if ctx.repeat >= ctx.plan.slow_repeats:
         return
-    ctx.repeats = min(ctx.repeats, ctx.plan.offline_repeats)  # for the progress lines
+    ctx.repeats = min(ctx.repeats, ctx.plan.slow_repeats)  # for the progress lines
     topic = None
     try:
         topic = ctx.create("offline", 4)
