@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float,
                         help=f"seconds a produce phase sends ({sc.PHASE_SECONDS:g}; quick: 1)")  # fmt: skip
     parser.add_argument("--phase-mb", type=int,
-                        help="MB of values a consume phase reads (64; quick: 8)")  # fmt: skip
+                        help="MB of values a consume phase reads (1,000; quick: 8)")  # fmt: skip
     parser.add_argument("--scale-topics", type=int,
                         help="topics of 1,000 partitions in partitions-scale (10; quick: 4 of 100)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")

@@ -60,7 +60,7 @@ class Plan:
     slow_repeats: int  # spark-submit and the 1 GB compaction fill are slow: three at most
     structural_repeats: int  # restarts (start-up, recovery, catch-up) are slow: fewer of them
     # records of 1 KiB the cluster's consumer group reads (the first of what its 8 producers
-    # wrote): phase_bytes of them, as the one-broker consume rows read (--phase-mb sets both)
+    # wrote, at most): as many as the one-broker 1 KiB consume row (--phase-mb sets both)
     group_records: int
 
     @classmethod
@@ -76,9 +76,9 @@ class Plan:
                        32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1, 7_812)  # fmt: skip
         else:
             reps = repeats or 5
-            plan = cls(False, reps, PHASE_SECONDS, 256_000_000, 1_000_000, 30.0, 4, 1000, 10,
+            plan = cls(False, reps, PHASE_SECONDS, 1_000_000_000, 4_000_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, 10.0, 1024, OFFLINE_RECORDS, min(reps, 3),
-                       min(reps, 2), 250_000)  # fmt: skip
+                       min(reps, 2), 1_000_000)  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
