@@ -127,6 +127,8 @@ class Broker(BrokerControl):
             [_listener(config, e) for e in config.listeners],
             Dispatcher(self).handle_frame,
             config.get("socket.request.max.bytes"),
+            send_buffer_bytes=config.get("socket.send.buffer.bytes"),
+            receive_buffer_bytes=config.get("socket.receive.buffer.bytes"),
         )
         # Security: SASL servers, SCRAM credentials, ACLs, quotas (created once the store is up).
         self.security: SecurityService | None = None

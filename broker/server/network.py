@@ -319,11 +319,21 @@ class SocketServer:
     """Accepts connections on every listener and runs one serving task per connection."""
 
     def __init__(
-        self, listeners: list[Listener], handle_frame: FrameHandler, max_request_bytes: int
+        self,
+        listeners: list[Listener],
+        handle_frame: FrameHandler,
+        max_request_bytes: int,
+        *,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         self.listeners = listeners
         self.handle_frame = handle_frame
         self.max_request_bytes = max_request_bytes
+        # SO_SNDBUF of every connection, SO_RCVBUF of the listeners (their connections inherit
+        # it, and the TCP window is sized by it at the handshake); -1 leaves the OS default.
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
         # Makes the SASL exchange of a connection on a SASL listener (set by the broker).
         self.new_authenticator: Callable[[Connection], Any] | None = None
         # A new connection's throttle ms from its IP's connection-rate quota (0: serve it).
@@ -339,6 +349,8 @@ class SocketServer:
             family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
             try:
                 sock.bind((listener.host, listener.port))
             except OSError as e:
@@ -370,6 +382,8 @@ class SocketServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             try:
                 conn = Connection(sock, listener, loop)
             except OSError:
