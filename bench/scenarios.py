@@ -100,7 +100,7 @@ class Ctx:
     results: Results
     scenario: str = ""
     repeat: int = 0
-    repeats: int = 1  # of the current scenario (1 for those measured once)
+    repeats: int = 1  # of the current scenario (fewer for the slow ones, see within)
     cpu: float = 0.0  # broker CPU seconds of the measured phases
     moved: int = 0  # records produced or consumed in those phases
     peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
@@ -173,6 +173,12 @@ class Ctx:
         """Records a consume phase reads: the first `phase_bytes` of values, at most what is
         there, so both systems read the same amount whatever their producers wrote."""
         return min(self.plan.records(size), written)
+
+    def within(self, repeats: int) -> bool:
+        """Whether this repeat is one of the first `repeats` of a slow scenario (measured
+        fewer times than --repeats says); the progress lines count to that."""
+        self.repeats = min(self.repeats, repeats)
+        return self.repeat < repeats
 
     def record(self, label: str, unit: str, higher: bool, value: float, shown: str = "") -> None:
         self.results.add(self.scenario, label, unit, higher, self.system, value)
@@ -547,7 +553,7 @@ def catch_up(ctx: Ctx) -> None:
     p = ctx.plan
     label = f"follower back in the ISR after a restart, {p.catchup_mb:,} MB behind"
     after = f"follower back in the ISR, {p.catchup_mb:,} MB behind, from serving"
-    if ctx.repeat >= p.structural_repeats:
+    if not ctx.within(p.structural_repeats):
         return
     brokers = ctx.deployment.brokers
     follower, follower_id = brokers[-1], len(brokers)
@@ -768,7 +774,7 @@ def recovery(ctx: Ctx) -> None:
     p = ctx.plan
     segments = p.recovery_mb * 1_000_000 // p.recovery_segment_bytes
     label = f"serving again after kill -9, {p.recovery_mb:,} MB log in ~{segments:,} segments"
-    if ctx.repeat >= p.structural_repeats:
+    if not ctx.within(p.structural_repeats):
         return
     try:
         if "recovery" not in ctx.shared:
@@ -793,6 +799,8 @@ def compaction(ctx: Ctx) -> None:
     fresh topic in each of the first `slow_repeats` repeats, deleted after."""
     import compaction as job
 
+    if not ctx.within(ctx.plan.slow_repeats):
+        return
     mb = ctx.plan.compaction_mb
     rows = [
         (
@@ -804,9 +812,6 @@ def compaction(ctx: Ctx) -> None:
         ("produce p99 before cleaning, 200 rec/s", "ms", False, ("probe", "before", "p99")),
         ("produce p99 while cleaning, 200 rec/s", "ms", False, ("probe", "during", "p99")),
     ]
-    if ctx.repeat >= ctx.plan.slow_repeats:
-        return
-    ctx.repeats = min(ctx.repeats, ctx.plan.slow_repeats)  # for the progress lines
     broker = ctx.deployment.brokers[0]
     try:
         result = job.measure(
@@ -837,9 +842,8 @@ def offline_load(ctx: Ctx) -> None:
 
     n = ctx.plan.offline_records
     label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
-    if ctx.repeat >= ctx.plan.slow_repeats:
+    if not ctx.within(ctx.plan.slow_repeats):
         return
-    ctx.repeats = min(ctx.repeats, ctx.plan.slow_repeats)  # for the progress lines
     topic = None
     try:
         topic = ctx.create("offline", 4)
