@@ -27,7 +27,7 @@ from pathlib import Path
 import report
 import scenarios as sc
 from confluent_kafka import libversion
-from systems import SYSTEMS, deploy
+from systems import SYSTEMS, Deployment, deploy
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -129,6 +129,8 @@ def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
     ctx = sc.Ctx(deployment, plan, results)
     try:
         sc.warm_up(ctx)
+        if not plan.quick:
+            rehearse(deployment, chosen, plan)
         for repeat in range(plan.repeats):
             ctx.repeat = repeat
             for s in chosen:
@@ -144,6 +146,19 @@ def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
     finally:
         deployment.stop()
         print(f"== {kind.label} · {system}: done in {time.monotonic() - began:.0f} s", flush=True)
+
+
+def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:
+    """Every scenario once with short phases, nothing recorded (see Plan.rehearsal)."""
+    began = time.monotonic()
+    ctx = sc.Ctx(deployment, plan.rehearsal(), report.Results(), rehearsing=True)
+    for s in chosen:
+        ctx.scenario = s.name
+        try:
+            s.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - the measured repeats will say more
+            print(f"   rehearsal of {s.name} failed: {exc}"[:2000], flush=True)
+    print(f"   rehearsal of every phase: {time.monotonic() - began:.0f} s", flush=True)
 
 
 def machine() -> dict:
@@ -203,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float,
                         help=f"seconds a produce phase sends ({sc.PHASE_SECONDS:g}; quick: 1)")  # fmt: skip
     parser.add_argument("--phase-mb", type=int,
-                        help="MB of values a consume phase reads (1,000; quick: 8)")  # fmt: skip
+                        help="MB of values in a consume row's topic (500; quick: 8)")  # fmt: skip
     parser.add_argument("--scale-topics", type=int,
                         help="topics of 1,000 partitions in partitions-scale (10; quick: 4 of 100)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
