@@ -226,11 +226,15 @@ class LogManager:
         log = Log(path, self._config_for(parse_topic_partition(strip_dir_suffix(path.name))[0]),
                   clock=self.clock, **kwargs)  # fmt: skip
         log.on_io_error = lambda exc, d=log_dir: self.dir_failed(d, str(exc))
-        if self.background_checkpoints:
-            if self._flusher is None:
-                self._flusher = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
-            log.flusher = self._flusher
+        log.flusher = self._background()
         return log
+
+    def _background(self) -> ThreadPoolExecutor | None:
+        """The thread for the slow file work of tick (rolled segments' fsyncs, removing
+        deleted logs), when tick runs on the thread that serves requests."""
+        if self.background_checkpoints and self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+        return self._flusher
 
     def ensure_meta_properties(self, broker_id: int, cluster_id: str | None = None) -> None:
         """Check meta.properties of every log dir against this broker (write it where missing)."""
@@ -551,7 +555,12 @@ class LogManager:
                         log.close()
                     except OSError as exc:
                         logger.warning("closing deleted log %s: %s", path, exc)
-                shutil.rmtree(path, ignore_errors=True)
+                # Unlinking a deleted topic's gigabytes frees their page cache: 0.1 to 0.5 s
+                # of the kernel's time, which on the serving thread stalled every client.
+                if (background := self._background()) is not None:
+                    background.submit(shutil.rmtree, path, ignore_errors=True)
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
             else:
                 keep.append((due, log, path))
         self._doomed = keep

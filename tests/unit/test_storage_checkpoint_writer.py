@@ -39,3 +39,26 @@ def test_manager_ticks_checkpoints_in_the_background(tmp_path):
     assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == expected
     manager.shutdown()
     assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == expected
+
+
+def test_manager_removes_a_deleted_log_off_the_ticking_thread(tmp_path, monkeypatch):
+    import shutil
+    import threading
+
+    removed_on: list[str] = []
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, ignore_errors=False):
+        removed_on.append(threading.current_thread().name)
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    manager = LogManager([tmp_path], LogConfig(), background_checkpoints=True)
+    manager.startup()
+    manager.get_or_create_log("gone", 0)
+    assert manager.delete_log("gone", 0)
+    [doomed] = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    manager.tick(manager.clock() + 10**9)  # past file.delete.delay.ms
+    manager.shutdown()  # waits for the background thread
+    assert not doomed.exists()
+    assert removed_on and all(name.startswith("log-flush") for name in removed_on)
