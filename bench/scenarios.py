@@ -115,7 +115,7 @@ class Ctx:
     moved: int = 0  # records produced or consumed in those phases
     peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
     shared: dict = field(default_factory=dict)  # topics one scenario leaves for another
-    rehearsing: bool = False  # nothing is recorded; the slow and structural parts are left out
+    rehearsing: bool = False  # nothing is recorded (see bench/run.py rehearse)
 
     @property
     def system(self) -> str:
@@ -189,10 +189,9 @@ class Ctx:
 
     def within(self, repeats: int) -> bool:
         """Whether this repeat is one of the first `repeats` of a slow scenario (measured
-        fewer times than --repeats says; never in the rehearsal); the progress lines count
-        to that."""
+        fewer times than --repeats says); the progress lines count to that."""
         self.repeats = min(self.repeats, repeats)
-        return self.repeat < repeats and not self.rehearsing
+        return self.repeat < repeats
 
     def record(self, label: str, unit: str, higher: bool, value: float, shown: str = "") -> None:
         if self.rehearsing:
@@ -632,10 +631,6 @@ def partitions(ctx: Ctx) -> None:
     (so both systems restart with the same log); then produce and consume over all partitions,
     and the topic is deleted (a timed produce phase writes gigabytes)."""
     p = ctx.plan
-    if ctx.rehearsing:
-        # 10 s for nothing: without one, Kafka's first repeat of the produce row was as fast
-        # as its fourth (236,000 and 248,000 against 246,000 and 247,000 records/s).
-        return
     many = p.many_partitions
     began = time.monotonic()
     topic = ctx.create("many", many)
@@ -737,7 +732,7 @@ def restart_until_led(ctx: Ctx, topics: list[str], restarts: int) -> None:
     the same code."""
     many = ctx.plan.many_partitions
     label = f"broker start-up with {many * len(topics):,} partitions"
-    if ctx.repeat >= restarts or ctx.plan.quick or ctx.rehearsing:
+    if ctx.repeat >= restarts or ctx.plan.quick:
         return
     try:
         seconds = back_in_service(ctx, False, lambda b: leaders_ready(b, topics, many))
@@ -753,8 +748,6 @@ def partitions_scale(ctx: Ctx) -> None:
     The topics are created one request each: Kafka's KRaft controller refuses a CreateTopics
     request that makes more than 10,000 metadata records."""
     p = ctx.plan
-    if ctx.rehearsing:  # creating 10,000 partitions takes half a minute
-        return
     many, total = p.many_partitions, p.many_partitions * p.scale_topics
     topics = ctx.shared.get("scale")
     if topics is None:
