@@ -2,9 +2,9 @@
 repeats) and ``make bench-quick`` (a smoke run).
 
 Scenarios that share a kind of deployment (one broker, three brokers...) run on the same servers.
-For each kind, Kafka is started, warmed up, measured and stopped, then Odradek; each measurement
-is repeated (--repeats) and the table gives the median with the min and max, and the ratio of
-the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
+For each kind, Kafka and Odradek are started side by side and warmed up; each repeat measures one
+and then the other (--repeats), and the table gives the median with the min and max, and the
+ratio of the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
 See bench/README.md for what every scenario measures and how to read the table.
 """
 
@@ -118,38 +118,48 @@ def deployments(chosen: list[Scenario], quick: bool) -> list[tuple[Kind, list[Sc
     return out + ([(KINDS["cluster"], three)] if three else [])
 
 
-def run_kind(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
+def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Plan,
              results: report.Results, heap: str) -> None:  # fmt: skip
-    print(f"== {kind.label} · {system}: starting", flush=True)
+    """Every system's servers up side by side, then each repeat measures one system after the
+    other, the order turned round every repeat: a slow stretch of the machine lands on both
+    systems' repeats, and each median is taken over repeats spread across the whole kind."""
     began = time.monotonic()
+    started: list[sc.Ctx] = []
     try:
-        deployment = deploy(system, kind.brokers,
-                            settings=kind.settings, kafka_heap=heap)  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - the other system still runs
-        print(f"   {system} did not start: {exc}"[:3000], flush=True)
-        for s in chosen:
-            results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
-        return
-    ctx = sc.Ctx(deployment, plan, results)
-    try:
-        sc.warm_up(ctx)
-        if not plan.quick:
-            rehearse(deployment, chosen, plan)
+        for system in systems:
+            print(f"== {kind.label} · {system}: starting", flush=True)
+            try:
+                deployment = deploy(system, kind.brokers,
+                                    settings=kind.settings, kafka_heap=heap)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the other system still runs
+                print(f"   {system} did not start: {exc}"[:3000], flush=True)
+                for s in chosen:
+                    results.error(s.name, "(not measured)", "", True, system,
+                                  f"did not start: {exc}")  # fmt: skip
+                continue
+            started.append(sc.Ctx(deployment, plan, results))
+        for ctx in started:
+            sc.warm_up(ctx)
+            if not plan.quick:
+                rehearse(ctx.deployment, chosen, plan)
         for repeat in range(plan.repeats):
-            ctx.repeat = repeat
-            for s in chosen:
-                ctx.scenario = s.name
-                ctx.repeats = plan.repeats
-                try:
-                    s.run(ctx)
-                except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
-                    print(f"   {s.name} failed: {exc}"[:2000], flush=True)
-                    results.error(s.name, "(scenario)", "", True, system, str(exc))
-        ctx.scenario = kind.label
-        ctx.resources()
+            for ctx in started if repeat % 2 == 0 else started[::-1]:
+                ctx.repeat = repeat
+                for s in chosen:
+                    ctx.scenario = s.name
+                    ctx.repeats = plan.repeats
+                    try:
+                        s.run(ctx)
+                    except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
+                        print(f"   {s.name} · {ctx.system} failed: {exc}"[:2000], flush=True)
+                        results.error(s.name, "(scenario)", "", True, ctx.system, str(exc))
+        for ctx in started:
+            ctx.scenario = kind.label
+            ctx.resources()
     finally:
-        deployment.stop()
-        print(f"== {kind.label} · {system}: done in {time.monotonic() - began:.0f} s", flush=True)
+        for ctx in started:
+            ctx.deployment.stop()
+        print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
 
 
 def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:
@@ -263,9 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     try:
         for kind, group in deployments(chosen, plan.quick):
-            for system in systems:
-                run_kind(kind, group, system, plan, results, args.kafka_heap)
-                write(results, folder, meta, plan, began, final=False)
+            run_kind(kind, group, systems, plan, results, args.kafka_heap)
+            write(results, folder, meta, plan, began, final=False)
     finally:
         # Also when interrupted: what was measured so far is kept.
         write(results, folder, meta, plan, began, final=True)
