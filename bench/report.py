@@ -47,6 +47,8 @@ class Row:
 class Results:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], Row] = {}
+        # the machine's speed before every turn of a system (bench/run.py reference)
+        self.reference: list[dict] = []
 
     def row(self, scenario: str, label: str, unit: str, higher: bool, note: str = "") -> Row:
         key = (scenario, label)
@@ -157,12 +159,27 @@ def chart(results: Results, path: Path, title: str) -> bool:
     return True
 
 
+def reference(results: Results) -> str:
+    """One sentence on how fast the machine was during each system's turns."""
+    parts = []
+    for system in SYSTEMS:
+        ms = [r["ms"] for r in results.reference if r["system"] == system]
+        if ms:
+            parts.append(f"{system}'s turns {statistics.median(ms):.0f} ms "
+                         f"({min(ms):.0f}–{max(ms):.0f})")  # fmt: skip
+    if not parts:
+        return ""
+    return ("The machine's reference work (the same slice of work timed before every turn): "
+            f"{', '.join(parts)}.\n")  # fmt: skip
+
+
 def write(results: Results, folder: Path, meta: dict, header: str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     md = folder / "results.md"
-    md.write_text(header + "\n" + table(results))
+    md.write_text(header + reference(results) + "\n" + table(results))
     js = folder / "results.json"
-    js.write_text(json.dumps({"meta": meta, "rows": results.to_json()}, indent=2) + "\n")
+    doc = {"meta": meta, "rows": results.to_json(), "reference": results.reference}
+    js.write_text(json.dumps(doc, indent=2) + "\n")
     written = [md, js]
     png = folder / "results.png"
     if chart(results, png, f"Odradek vs Apache Kafka 3.9 — {meta['date']}"):

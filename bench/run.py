@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -145,6 +146,7 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
         for repeat in range(plan.repeats):
             for ctx in started if repeat % 2 == 0 else started[::-1]:
                 ctx.repeat = repeat
+                reference(results, kind, ctx.system, repeat)
                 for s in chosen:
                     ctx.scenario = s.name
                     ctx.repeats = plan.repeats
@@ -160,6 +162,24 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
         for ctx in started:
             ctx.deployment.stop()
         print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
+
+
+def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> None:
+    """Time a fixed slice of work (a Python loop, copies of 64 MiB; the median of three) before
+    a system's turn: the machine's own speed then. A row that moved between runs as much as
+    this did moved with the machine, not with the system."""
+    times = []
+    block = bytes(64 << 20)
+    for _ in range(3):
+        began = time.perf_counter()
+        total = 0
+        for i in range(500_000):
+            total += i & 7
+        for _ in range(2):
+            bytearray(block)
+        times.append(time.perf_counter() - began)
+    ms = statistics.median(times) * 1000
+    results.reference.append({"kind": kind.name, "repeat": repeat + 1, "system": system, "ms": ms})
 
 
 def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:
@@ -217,7 +237,7 @@ def write(
     written = report.write(results, folder, meta, header)
     if final:
         print()
-        print(header)
+        print(header + report.reference(results))
         print(report.table(results))
         for path in written:
             print(f"written {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
