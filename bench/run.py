@@ -147,14 +147,7 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
             for ctx in started if repeat % 2 == 0 else started[::-1]:
                 ctx.repeat = repeat
                 reference(results, kind, ctx.system, repeat)
-                for s in chosen:
-                    ctx.scenario = s.name
-                    ctx.repeats = plan.repeats
-                    try:
-                        s.run(ctx)
-                    except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
-                        print(f"   {s.name} · {ctx.system} failed: {exc}"[:2000], flush=True)
-                        results.error(s.name, "(scenario)", "", True, ctx.system, str(exc))
+                turn(ctx, chosen)
         for ctx in started:
             ctx.scenario = kind.label
             ctx.resources()
@@ -162,6 +155,18 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
         for ctx in started:
             ctx.deployment.stop()
         print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
+
+
+def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:
+    """One repeat of every chosen scenario on one system."""
+    for s in chosen:
+        ctx.scenario = s.name
+        ctx.repeats = ctx.plan.repeats
+        try:
+            s.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
+            print(f"   {s.name} · {ctx.system} failed: {exc}"[:2000], flush=True)
+            ctx.results.error(s.name, "(scenario)", "", True, ctx.system, str(exc))
 
 
 def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> None:
