@@ -174,6 +174,7 @@ class Ctx:
     def delete(self, *topics: str) -> None:
         """Drop topics whose rows are done: a timed produce phase writes gigabytes."""
         delete_topics(self.deployment.bootstrap, list(topics))
+        self.deployment.wait_removed(list(topics))
 
     def produce_for(self, topic: str, size: int, **options: object) -> dict:
         """A produce phase of `plan.phase_seconds` (see loadgen.py produce --seconds)."""

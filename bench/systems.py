@@ -8,11 +8,13 @@ scripts/install-zookeeper.sh (Maven Central, cached after the first run).
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.broker.testing.processes import (
@@ -62,6 +64,7 @@ class Deployment:
     brokers: list[ServerProcess]
     workdir: Path
     zookeeper: ZkEnsemble | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # the same on both systems
 
     @property
     def bootstrap(self) -> str:
@@ -72,6 +75,25 @@ class Deployment:
 
     def cpu_seconds(self) -> float:
         return sum(u.cpu_seconds for u in self.usage())
+
+    def wait_removed(self, topics: list[str], timeout: float = 45.0) -> None:
+        """Until no broker's log directory holds a partition of `topics`, live or renamed for
+        deletion, where the deployment removes deleted logs soon (log.segment.delete.delay.ms):
+        a timed phase's gigabytes then leave the disk and the page cache before the next
+        phase, not a second into it (removing 2 GB of cached file takes 0.1 to 0.5 s here,
+        which fell on whichever phase, of either system, ran then). Kafka's first pass over
+        deleted logs comes 30 s after it starts, hence the timeout."""
+        if "log.segment.delete.delay.ms" not in self.settings:
+            return
+        names = "|".join(re.escape(t) for t in topics)
+        partition_dir = re.compile(rf"(?:{names})-\d+(?:\.[0-9a-f]+-delete)?")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dirs = [b.data_dir for b in self.brokers]  # type: ignore[attr-defined]
+            if not any(partition_dir.fullmatch(e.name) for d in dirs for e in os.scandir(d)):
+                return
+            time.sleep(0.05)
+        print(f"  {self.system} still holds files of {topics} after {timeout:.0f} s", flush=True)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(f"--- {b.name}\n{b.log_tail(lines)}" for b in self.brokers)
@@ -120,7 +142,7 @@ def deploy(
             )
             cluster_id = node.cluster_id
             nodes.append(node)
-        deployment = Deployment(system, nodes, workdir)
+        deployment = Deployment(system, nodes, workdir, settings=extra)
     else:
         ensemble = None
         common = dict(ODRADEK_SINGLE)
@@ -137,7 +159,7 @@ def deploy(
             )
             for i in range(1, brokers + 1)
         ]
-        deployment = Deployment(system, nodes, workdir, ensemble)
+        deployment = Deployment(system, nodes, workdir, ensemble, extra)
     try:
         deployment.start()
         if brokers > 1:
