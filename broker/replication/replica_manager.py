@@ -487,6 +487,26 @@ class ReplicaManager(IsrMaintenance):
             last_offset=result.last_offset,
         )
 
+    def replicated(
+        self, partition: Partition, required_offset: int, losses: int | None = None
+    ) -> ErrorCode | None:
+        """acks=all's answer for `partition` once its HW has passed `required_offset`, None
+        while it has not. A partition with no other replica in its ISR has it at once, and the
+        produce handler answers without waiting."""
+        # Like Kafka's DelayedProduce: fail only once this broker no longer leads (a later
+        # epoch with the same leader, e.g. after an ISR change, keeps the appended records).
+        if (
+            self.partitions.get((partition.topic, partition.index)) is not partition
+            or not partition.is_leader
+            or (losses is not None and partition.leadership_losses != losses)
+        ):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark >= required_offset:
+            if len(partition.state.isr) < partition.effective_min_isr:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None
+
     async def wait_for_replication(
         self, partition: Partition, required_offset: int, timeout_s: float
     ) -> ErrorCode:
@@ -495,18 +515,8 @@ class ReplicaManager(IsrMaintenance):
         deadline = loop.time() + timeout_s
         losses = partition.leadership_losses
         while True:
-            # Like Kafka's DelayedProduce: fail only once this broker no longer leads (a later
-            # epoch with the same leader, e.g. after an ISR change, keeps the appended records).
-            if (
-                self.partitions.get((partition.topic, partition.index)) is not partition
-                or not partition.is_leader
-                or partition.leadership_losses != losses
-            ):
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if partition.high_watermark >= required_offset:
-                if len(partition.state.isr) < partition.effective_min_isr:
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
+            if (code := self.replicated(partition, required_offset, losses)) is not None:
+                return code
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT

@@ -92,6 +92,23 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path):
     asyncio.run(run())
 
 
+def test_acks_all_has_its_answer_at_once_only_when_the_leader_is_the_whole_isr(tmp_path):
+    """The produce handler answers without deferring when `replicated` has the answer."""
+    rm = manager(tmp_path, min_isr=1)
+    rm.leader_and_isr(leader_and_isr(1, 0, [1], replicas=(1,)))
+    alone = rm.get("t", 0)
+    assert rm.append(alone, records(2), 9, -1).error == ErrorCode.NONE
+    assert rm.replicated(alone, 2) == ErrorCode.NONE
+    rm.leader_and_isr(leader_and_isr(1, 1, [1, 2], replicas=(1, 2)))
+    shared = rm.get("t", 0)
+    assert rm.append(shared, records(), 9, -1).error == ErrorCode.NONE
+    assert rm.replicated(shared, 3) is None  # the follower has not fetched it
+    rm.record_follower_fetch(shared, 2, 3, 0)
+    assert rm.replicated(shared, 3) == ErrorCode.NONE
+    rm.leader_and_isr(leader_and_isr(2, 2, [2], replicas=(1, 2)))
+    assert rm.replicated(shared, 3) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def test_not_enough_replicas_after_append_when_the_isr_shrank(tmp_path):
     async def run() -> None:
         rm = manager(tmp_path)
