@@ -330,8 +330,16 @@ def group_consume(args: argparse.Namespace) -> dict:
         }
     )
 
+    after_go = {"went": False, "rebalances": 0}
+
     def on_assign(c, partitions) -> None:
         (work / f"assigned-{me}").write_text(str(len(partitions)))
+        if after_go["went"]:
+            # A rebalance after the go (a coordinator that moved, a member that timed out):
+            # a partition this member paused before the go would stay paused.
+            after_go["rebalances"] += 1
+            c.assign(partitions)
+            c.resume(partitions)
 
     def on_revoke(c, partitions) -> None:
         (work / f"assigned-{me}").write_text("0")
@@ -347,6 +355,7 @@ def group_consume(args: argparse.Namespace) -> dict:
     ]
     consumer.assign(start)
     consumer.resume(start)  # the pause outlives assign()
+    after_go["went"] = True
     received = 0
     nbytes = 0
     last = 0.0
@@ -394,6 +403,7 @@ def group_consume(args: argparse.Namespace) -> dict:
         "bytes": nbytes,
         "last_wall": last,
         "arrivals": arrivals,
+        "rebalances": after_go["rebalances"],
         "error": None,
     }
 
