@@ -489,6 +489,11 @@ class Log(LogRetention, LogTimestamps):
         if offset < 0:
             raise ValueError("negative truncation offset")
         if offset >= self._leo:
+            # No record goes, but an epoch this replica began at the log end as leader and
+            # wrote nothing in before the next leader took over must: sent on as its last
+            # fetched epoch, the leader answers every fetch with a diverging epoch at once,
+            # and the two brokers fetch in a tight loop (Kafka's truncateTo does the same).
+            self.epoch_cache.truncate_from_end(self._leo)
             return False
         if offset < self._log_start:
             self.truncate_fully_and_start_at(offset)

@@ -377,6 +377,18 @@ def test_follower_append_and_truncate(tmp_path):
     log.close()
 
 
+def test_truncating_at_the_end_forgets_an_epoch_that_began_there(tmp_path):
+    """A leader that wrote nothing in its epoch before it became a follower again."""
+    log = open_log(tmp_path)
+    log.append(make_batch(3, base_offset=0, partition_leader_epoch=4), assign_offsets=False)
+    log.epoch_cache.assign(5, log.log_end_offset)  # led epoch 5 from offset 3, wrote nothing
+    assert log.epoch_cache.latest_epoch == 5
+    assert not log.truncate_to(3)  # the new leader's answer: epoch 4 ends at 3
+    assert log.log_end_offset == 3
+    assert log.epoch_cache.entries == [(4, 0)]
+    log.close()
+
+
 def test_update_config_applies_to_new_appends(tmp_path):
     log = open_log(tmp_path)
     fill(log, 10)
