@@ -129,11 +129,11 @@ def produce(args: argparse.Namespace) -> dict:
                 first_error = str(err)
 
     meta = producer.list_topics(args.topic, timeout=30)  # connections and metadata first
+    found = meta.topics.get(args.topic)
+    count = len(found.partitions) if found is not None and found.partitions else 1
     if args.seconds:
         # Warm before the clock: one record to every partition, acknowledged, so the
         # connection to each leader and an idempotent producer's id (InitProducerId) are done.
-        found = meta.topics.get(args.topic)
-        count = len(found.partitions) if found is not None and found.partitions else 1
         for partition in range(count):
             producer.produce(args.topic, values[partition & 15], partition=partition)
         producer.flush(30)
@@ -162,7 +162,10 @@ def produce(args: argparse.Namespace) -> dict:
         if args.stamp:
             value = STAMP.pack(time.time()) + value[STAMP.size :]
         try:
-            producer.produce(args.topic, value, on_delivery=on_delivery)
+            if args.even:
+                producer.produce(args.topic, value, partition=sent % count, on_delivery=on_delivery)
+            else:
+                producer.produce(args.topic, value, on_delivery=on_delivery)
             sent += 1
         except BufferError:
             producer.poll(0.05)
@@ -468,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=0.0, help="records/s (0: as fast as can)")
     parser.add_argument("--go-file", help="start when this file exists (after writing .ready-PID)")
     parser.add_argument("--stamp", action="store_true", help="send time in each value")
+    parser.add_argument("--even", action="store_true",
+                        help="produce: every partition gets as many records (round robin)")  # fmt: skip
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--replication", type=int, default=1)

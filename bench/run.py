@@ -21,7 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -143,8 +145,11 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
             started.append(sc.Ctx(deployment, plan, results))
         for ctx in started:
             sc.warm_up(ctx)
-            if not plan.quick:
-                rehearse(ctx.deployment, chosen, plan)
+        if not plan.quick:
+            # Side by side: nothing is measured, and the systems' waits (topic creation and
+            # deletion, transaction round trips) overlap.
+            with ThreadPoolExecutor(len(started) or 1) as pool:
+                list(pool.map(lambda c: rehearse(c.deployment, chosen, plan), started))
         for repeat in range(plan.repeats):
             for ctx in started if repeat % 2 == 0 else started[::-1]:
                 ctx.repeat = repeat
@@ -202,7 +207,40 @@ def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> N
             print(f"   rehearsal of {s.name} failed: {exc}"[:2000], flush=True)
     if rehearsed:
         names = ", ".join(s.name for s in rehearsed)
-        print(f"   rehearsal of {names}: {time.monotonic() - began:.0f} s", flush=True)
+        print(f"   rehearsal of {names} · {deployment.system}: {time.monotonic() - began:.0f} s",
+              flush=True)  # fmt: skip
+
+
+# Dirty page cache the kernel may hold before it writes back (percent of available memory).
+# With its defaults (10 and 20) a 4 s produce phase of 10 KiB records (3-4 GB) crossed the
+# background threshold (2.2 GB here) and ran while the disk wrote: the row then moved with the
+# host's disk from run to run (83,000 to 66,000 records/s on both systems). Higher thresholds
+# keep every phase in memory; the harness syncs between phases (scenarios.write_back).
+WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
+
+
+@contextmanager
+def writeback_held(meta: dict) -> Iterator[None]:
+    """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
+    vm = Path("/proc/sys/vm")
+    names = [*WRITEBACK, "dirty_background_bytes", "dirty_bytes"]
+    try:
+        before = {n: (vm / n).read_text().strip() for n in names}
+        for name, value in WRITEBACK.items():
+            (vm / name).write_text(value)
+    except OSError as exc:
+        meta["writeback"] = f"kernel settings (not changed: {exc.strerror})"
+        print(f"bench: the page cache's writeback thresholds stay the kernel's ({exc.strerror});"
+              " rows writing gigabytes will move with the disk", flush=True)  # fmt: skip
+        yield
+        return
+    meta["writeback"] = ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
+    try:
+        yield
+    finally:
+        for name in ("dirty_background", "dirty"):  # a ratio, or bytes when those were set
+            chosen = f"{name}_bytes" if before[f"{name}_bytes"] != "0" else f"{name}_ratio"
+            (vm / chosen).write_text(before[chosen])
 
 
 def machine() -> dict:
@@ -299,9 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     try:
-        for kind, group in deployments(chosen, plan.quick):
-            run_kind(kind, group, systems, plan, results, args.kafka_heap)
-            write(results, folder, meta, plan, began, final=False)
+        with writeback_held(meta):
+            for kind, group in deployments(chosen, plan.quick):
+                run_kind(kind, group, systems, plan, results, args.kafka_heap)
+                write(results, folder, meta, plan, began, final=False)
     finally:
         # Also when interrupted: what was measured so far is kept.
         write(results, folder, meta, plan, began, final=True)

@@ -31,7 +31,16 @@ SIZES = (100, KiB, 10 * KiB)
 # A produce phase sends for a fixed time, not a fixed count: the fast producers sent the former
 # 64 MB in 0.15 to 0.3 s, where one stall moved a median by a fifth (bench/README.md).
 PHASE_SECONDS = 4.0
-REHEARSAL_SECONDS = 1.0
+REHEARSAL_SECONDS = 2.0  # the two systems rehearse side by side, on half the cores each
+# Kafka's transaction coordinator runs a few hundred times a second here, and its JIT wants
+# tens of seconds of that: after a rehearsal of 1 s its repeats rose from 15,000-19,000 to
+# 34,000-38,000 records/s through every full run (one partition and eight alike).
+TXN_REHEARSAL_SECONDS = 15.0
+LATENCY_SECONDS = 6.0  # of sending at the offered rate (the first fifth not counted)
+# Three Kafka brokers replicating warm up as slowly: the 8 producers' repeats rose from 94,000
+# to 238,000 records/s through a run after a rehearsal of 1 s; alone, ten phases of 4 s in a
+# row went from 118,000 to 203,000.
+CLUSTER_REHEARSAL_SECONDS = 30.0
 OFFLINE_RECORDS = 500_000
 
 
@@ -79,7 +88,7 @@ class Plan:
         else:
             reps = repeats or 5
             plan = cls(False, reps, PHASE_SECONDS, 500_000_000, 1_000_000, 30.0, 4, 1000, 10,
-                       2000, 1_000_000, 1000, 10.0, 1024, OFFLINE_RECORDS, min(reps, 3),
+                       2000, 1_000_000, 1000, LATENCY_SECONDS, 1024, OFFLINE_RECORDS, min(reps, 3),
                        min(reps, 2), 1, 1_000_000)  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
@@ -98,7 +107,7 @@ class Plan:
         warm-up took, not acks=all, 10 KiB or the transaction coordinator), and its
         8-producer row rose from 110,000 to 230,000 records/s across the five."""
         return replace(self, repeats=1, phase_seconds=REHEARSAL_SECONDS, phase_bytes=100_000_000,
-                       group_records=100_000)  # fmt: skip
+                       group_records=500_000)  # fmt: skip
 
 
 @dataclass
@@ -298,7 +307,12 @@ def consume(ctx: Ctx) -> None:
         label = f"consume from the start, {size_label(size)}"
         try:
             topic = ctx.create(f"consume-{size}", p.partitions)
-            filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size)
+            # as many records in every partition: with the client's sticky partitioner one
+            # partition held 72 MB and another 160, the last fetches of a pass carried one
+            # or two partitions, and the row moved with the draw (615 fetches for three
+            # passes against 413 when even)
+            filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size,
+                                 even=True)  # fmt: skip
         except Exception as exc:  # noqa: BLE001
             ctx.fail(label, "rec/s", True, exc)
             continue
@@ -340,7 +354,7 @@ def transactions(ctx: Ctx) -> None:
             lambda topic=topic: ctx.loadgen(
                 "txn-produce",
                 topic=topic,
-                seconds=ctx.plan.phase_seconds,
+                seconds=TXN_REHEARSAL_SECONDS if ctx.rehearsing else ctx.plan.phase_seconds,
                 size=KiB,
                 txn_records=TXN_RECORDS,
             ),  # fmt: skip
@@ -475,8 +489,9 @@ def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
     cpu = ctx.deployment.cpu_seconds()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-producers-") as tmp:
+            seconds = CLUSTER_REHEARSAL_SECONDS if ctx.rehearsing else p.phase_seconds
             got = start_together(ctx, Path(tmp), PRODUCERS, 3 * p.duration + 180, topic=topic,
-                                 seconds=p.phase_seconds, size=size, acks="all")  # fmt: skip
+                                 seconds=seconds, size=size, acks="all")  # fmt: skip
         delivered = sum(r["records"] for r in got)
         seconds = max(r["end_wall"] for r in got) - min(r["start_wall"] for r in got)
         rate = delivered / seconds
