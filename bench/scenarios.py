@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from confluent_kafka import Consumer, ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
 from report import Results
 from systems import Deployment
 
@@ -37,10 +39,6 @@ REHEARSAL_SECONDS = 2.0  # the two systems rehearse side by side, on half the co
 # 34,000-38,000 records/s through every full run (one partition and eight alike).
 TXN_REHEARSAL_SECONDS = 15.0
 LATENCY_SECONDS = 6.0  # of sending at the offered rate (the first fifth not counted)
-# Three Kafka brokers replicating warm up as slowly: the 8 producers' repeats rose from 94,000
-# to 238,000 records/s through a run after a rehearsal of 1 s; alone, ten phases of 4 s in a
-# row went from 118,000 to 203,000.
-CLUSTER_REHEARSAL_SECONDS = 30.0
 OFFLINE_RECORDS = 500_000
 
 
@@ -107,7 +105,7 @@ class Plan:
         warm-up took, not acks=all, 10 KiB or the transaction coordinator), and its
         8-producer row rose from 110,000 to 230,000 records/s across the five."""
         return replace(self, repeats=1, phase_seconds=REHEARSAL_SECONDS, phase_bytes=100_000_000,
-                       group_records=500_000)  # fmt: skip
+                       group_records=100_000)  # fmt: skip
 
 
 @dataclass
@@ -489,9 +487,8 @@ def throughput_together(ctx: Ctx, topic: str, size: int) -> None:
     cpu = ctx.deployment.cpu_seconds()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-producers-") as tmp:
-            seconds = CLUSTER_REHEARSAL_SECONDS if ctx.rehearsing else p.phase_seconds
             got = start_together(ctx, Path(tmp), PRODUCERS, 3 * p.duration + 180, topic=topic,
-                                 seconds=seconds, size=size, acks="all")  # fmt: skip
+                                 seconds=p.phase_seconds, size=size, acks="all")  # fmt: skip
         delivered = sum(r["records"] for r in got)
         seconds = max(r["end_wall"] for r in got) - min(r["start_wall"] for r in got)
         rate = delivered / seconds
@@ -632,28 +629,27 @@ def catch_up(ctx: Ctx) -> None:
         elect_preferred(ctx.deployment.bootstrap)
 
 
+def admin_client(bootstrap: str, **conf: object) -> AdminClient:
+    """An admin client for one of the harness's own calls, its log quiet (a broker being
+    restarted makes it complain)."""
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **conf})
+
+
 def elect_preferred(bootstrap: str) -> None:
     """Leadership back to the preferred replicas now. The restarted broker lost every
     partition it led (the internal topics' too, so a group coordinator moved); left alone,
     the controller's periodic check (leader.imbalance.check.interval.seconds, 5 minutes on both
     systems) moves it back in the middle of some later measured phase (in a run of
     2026-11-26 a latency phase that it fell in ended with 7,812 of 100,000 records unread)."""
-    from confluent_kafka import ElectionType
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     try:
-        admin.elect_leaders(ElectionType.PREFERRED, None).result(60)
+        admin_client(bootstrap).elect_leaders(ElectionType.PREFERRED, None).result(60)
     except Exception as exc:  # noqa: BLE001 - the controller's own check will do it later
         print(f"  preferred leader election failed: {exc}"[:600], flush=True)
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     """Delete what a scenario no longer needs (a GB of log times three replicas)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for future in admin.delete_topics(topics, operation_timeout=60).values():
+    for future in admin_client(bootstrap).delete_topics(topics, operation_timeout=60).values():
         try:
             future.result(90)
         except Exception as exc:  # noqa: BLE001 - the run goes on; the disk is not full yet
@@ -712,9 +708,7 @@ def partitions(ctx: Ctx) -> None:
 def topic_metadata(bootstrap: str, topics: list[str]) -> dict | None:
     """Metadata of `topics` (of every topic when there are several: the client asks for one
     or all), or None while the broker does not answer."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
+    admin = admin_client(bootstrap, **{"socket.timeout.ms": 5000})
     try:
         return admin.list_topics(topics[0] if len(topics) == 1 else None, timeout=10).topics
     except Exception:  # noqa: BLE001 - not serving yet
@@ -815,8 +809,6 @@ def partitions_scale(ctx: Ctx) -> None:
 
 
 def end_offset(bootstrap: str, topic: str) -> int | None:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-recovery",
                          "socket.timeout.ms": 2000, "log_level": 0})  # fmt: skip
     try:
