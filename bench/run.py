@@ -148,8 +148,11 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
         if not plan.quick:
             # Side by side: nothing is measured, and the systems' waits (topic creation and
             # deletion, transaction round trips) overlap.
-            with ThreadPoolExecutor(len(started) or 1) as pool:
+            pool = ThreadPoolExecutor(len(started) or 1)
+            try:
                 list(pool.map(lambda c: rehearse(c.deployment, chosen, plan), started))
+            finally:  # interrupted: stop the servers (below) rather than wait for the threads
+                pool.shutdown(wait=False, cancel_futures=True)
         for repeat in range(plan.repeats):
             for ctx in started if repeat % 2 == 0 else started[::-1]:
                 ctx.repeat = repeat

@@ -641,15 +641,17 @@ def elect_preferred(bootstrap: str) -> None:
     the controller's periodic check (leader.imbalance.check.interval.seconds, 5 minutes on both
     systems) moves it back in the middle of some later measured phase (in a run of
     2026-11-26 a latency phase that it fell in ended with 7,812 of 100,000 records unread)."""
+    admin = admin_client(bootstrap)  # held until the answer: a dropped client cancels it
     try:
-        admin_client(bootstrap).elect_leaders(ElectionType.PREFERRED, None).result(60)
+        admin.elect_leaders(ElectionType.PREFERRED, None).result(60)
     except Exception as exc:  # noqa: BLE001 - the controller's own check will do it later
         print(f"  preferred leader election failed: {exc}"[:600], flush=True)
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     """Delete what a scenario no longer needs (a GB of log times three replicas)."""
-    for future in admin_client(bootstrap).delete_topics(topics, operation_timeout=60).values():
+    admin = admin_client(bootstrap)  # held until the answers: a dropped client cancels them
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
         try:
             future.result(90)
         except Exception as exc:  # noqa: BLE001 - the run goes on; the disk is not full yet
