@@ -216,9 +216,9 @@ def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> N
 
 # Dirty page cache the kernel may hold before it writes back (percent of available memory).
 # With its defaults (10 and 20) a 4 s produce phase of 10 KiB records (3-4 GB) crossed the
-# background threshold (2.2 GB here) and ran while the disk wrote: the row then moved with the
-# host's disk from run to run (83,000 to 66,000 records/s on both systems). Higher thresholds
-# keep every phase in memory; the harness syncs between phases (scenarios.write_back).
+# background threshold (2.2 GB here) and ran while the disk wrote (Odradek's row 81,500 to
+# 92,300 records/s, 90,400 to 95,100 with these). Higher thresholds keep every phase in memory;
+# the harness syncs between phases (scenarios.write_back).
 WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
 
 
