@@ -162,10 +162,9 @@ def produce(args: argparse.Namespace) -> dict:
         if args.stamp:
             value = STAMP.pack(time.time()) + value[STAMP.size :]
         try:
-            if args.even:
-                producer.produce(args.topic, value, partition=sent % count, on_delivery=on_delivery)
-            else:
-                producer.produce(args.topic, value, on_delivery=on_delivery)
+            # -1: the client's partitioner picks (librdkafka's RD_KAFKA_PARTITION_UA)
+            partition = sent % count if args.even else -1
+            producer.produce(args.topic, value, partition=partition, on_delivery=on_delivery)
             sent += 1
         except BufferError:
             producer.poll(0.05)
