@@ -129,22 +129,16 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
     other, the order turned round every repeat: a slow stretch of the machine lands on both
     systems' repeats, and each median is taken over repeats spread across the whole kind."""
     began = time.monotonic()
+    # Both systems start and warm up side by side (nothing is measured yet): a three-broker
+    # Kafka takes 10 s or more to start, which the other system's start no longer adds to.
+    starter = ThreadPoolExecutor(len(systems))
+    starting = [starter.submit(start, kind, chosen, system, plan, results, heap)
+                for system in systems]  # fmt: skip
     started: list[sc.Ctx] = []
     try:
-        for system in systems:
-            print(f"== {kind.label} · {system}: starting", flush=True)
-            try:
-                deployment = deploy(system, kind.brokers,
-                                    settings=kind.settings, kafka_heap=heap)  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - the other system still runs
-                print(f"   {system} did not start: {exc}"[:3000], flush=True)
-                for s in chosen:
-                    results.error(s.name, "(not measured)", "", True, system,
-                                  f"did not start: {exc}")  # fmt: skip
-                continue
-            started.append(sc.Ctx(deployment, plan, results))
-        for ctx in started:
-            sc.warm_up(ctx)
+        for future in starting:
+            if (ctx := future.result()) is not None:
+                started.append(ctx)
         if not plan.quick:
             # Side by side: nothing is measured, and the systems' waits (topic creation and
             # deletion, transaction round trips) overlap.
@@ -162,9 +156,29 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
             ctx.scenario = kind.label
             ctx.resources()
     finally:
-        for ctx in started:
-            ctx.deployment.stop()
+        # Interrupted while starting: what still starts is stopped once it has.
+        starter.shutdown(wait=True, cancel_futures=True)
+        for future in starting:
+            if not future.cancelled() and future.exception() is None and future.result():
+                future.result().deployment.stop()
         print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
+
+
+def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
+          results: report.Results, heap: str) -> sc.Ctx | None:  # fmt: skip
+    """One system's servers of this kind, warmed up; None (and the rows in error) when they
+    did not start."""
+    print(f"== {kind.label} · {system}: starting", flush=True)
+    try:
+        deployment = deploy(system, kind.brokers, settings=kind.settings, kafka_heap=heap)
+    except Exception as exc:  # noqa: BLE001 - the other system still runs
+        print(f"   {system} did not start: {exc}"[:3000], flush=True)
+        for s in chosen:
+            results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
+        return None
+    ctx = sc.Ctx(deployment, plan, results)
+    sc.warm_up(ctx)
+    return ctx
 
 
 def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:
