@@ -192,12 +192,12 @@ def measure(bootstrap: str, log_text: Callable[[], str], args: argparse.Namespac
         shutil.rmtree(work, ignore_errors=True)
 
 
-def options(megabytes: int, max_seconds: float) -> argparse.Namespace:
+def options(megabytes: int, max_seconds: float, before: float = 5.0) -> argparse.Namespace:
     """The runner's settings: `megabytes` of 1 KiB records, 10% distinct keys, 200 records/s
-    of latency probe, five seconds before the switch to compact, at most `max_seconds` of
-    waiting for the cleaner."""
+    of latency probe, `before` seconds of it before the switch to compact, at most
+    `max_seconds` of waiting for the cleaner."""
     return argparse.Namespace(megabytes=megabytes, unique=0.1, size=1024, rate=200,
-                              before_seconds=5.0, max_seconds=max_seconds)  # fmt: skip
+                              before_seconds=before, max_seconds=max_seconds)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

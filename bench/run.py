@@ -169,6 +169,7 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
     """One system's servers of this kind, warmed up; None (and the rows in error) when they
     did not start."""
     print(f"== {kind.label} · {system}: starting", flush=True)
+    began = time.monotonic()
     try:
         deployment = deploy(system, kind.brokers, settings=kind.settings, kafka_heap=heap)
     except Exception as exc:  # noqa: BLE001 - the other system still runs
@@ -176,8 +177,11 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
         for s in chosen:
             results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
         return None
+    serving = time.monotonic() - began
     ctx = sc.Ctx(deployment, plan, results)
     sc.warm_up(ctx)
+    print(f"   {system}: serving in {serving:.1f} s, warmed up "
+          f"{time.monotonic() - began - serving:.1f} s later", flush=True)  # fmt: skip
     return ctx
 
 

@@ -81,8 +81,8 @@ class Plan:
         phase_seconds: float | None = None,
     ) -> Plan:
         if quick:
-            plan = cls(True, repeats or 1, 1.0, 8_000_000, 20_000, 10.0, 4, 100, 4,
-                       32, 1_000_000, 32, 3.0, 16, 50_000, 1, 1, 1, 7_812)  # fmt: skip
+            plan = cls(True, repeats or 1, 0.5, 8_000_000, 20_000, 10.0, 4, 100, 4,
+                       32, 1_000_000, 32, 2.0, 16, 50_000, 1, 1, 1, 7_812)  # fmt: skip
         else:
             reps = repeats or 5
             plan = cls(False, reps, PHASE_SECONDS, 500_000_000, 1_000_000, 30.0, 4, 1000, 10,
@@ -874,7 +874,7 @@ def compaction(ctx: Ctx) -> None:
         result = job.measure(
             ctx.deployment.bootstrap,
             broker.log_text,
-            job.options(mb, 60 if ctx.plan.quick else 400),
+            job.options(mb, 60, 2.0) if ctx.plan.quick else job.options(mb, 400),
         )
     except Exception as exc:  # noqa: BLE001
         for label, unit, higher, _ in rows:

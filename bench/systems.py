@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
 from odradek.broker.testing.processes import (
     KafkaProcess,
     OdradekProcess,
@@ -114,6 +115,17 @@ class Deployment:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def wait_registered(bootstrap: str, brokers: int, timeout: float = 60.0) -> None:
+    """Until Metadata names every broker: a topic of replication factor `brokers` is refused
+    while one has not registered (or, in KRaft, is still fenced)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while len(admin.list_topics(timeout=10).brokers) < brokers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {brokers} brokers registered after {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def deploy(
     system: str,
     brokers: int = 1,
@@ -163,7 +175,7 @@ def deploy(
     try:
         deployment.start()
         if brokers > 1:
-            time.sleep(2)  # let every broker register before topics are created
+            wait_registered(deployment.bootstrap, brokers)
     except BaseException as exc:
         tails = deployment.log_tail()
         deployment.stop()
