@@ -168,7 +168,7 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
           results: report.Results, heap: str) -> sc.Ctx | None:  # fmt: skip
     """One system's servers of this kind, warmed up; None (and the rows in error) when they
     did not start."""
-    print(f"== {kind.label} · {system}: starting", flush=True)
+    print(f"== {kind.label} · {system}: starting\n", end="", flush=True)  # one write per line
     began = time.monotonic()
     try:
         deployment = deploy(system, kind.brokers, settings=kind.settings, kafka_heap=heap)

@@ -444,7 +444,7 @@ def run_group(
                   work_dir=work, latency=latency, duration=wait + 240)  # fmt: skip
     try:
         # A quick run trusts a settled assignment sooner (it measures nothing to keep).
-        wait_assigned(work, procs, CLUSTER_PARTITIONS, 1.0 if ctx.plan.quick else 3.0)
+        wait_assigned(work, procs, CLUSTER_PARTITIONS, 2.0 if ctx.plan.quick else 3.0)
     except BaseException:
         (work / "go").write_text("go")
         (work / "stop").write_text("stop")
