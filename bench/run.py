@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--phase-seconds", type=float,
-                        help=f"seconds a produce phase sends ({sc.PHASE_SECONDS:g}; quick: 1)")  # fmt: skip
+                        help=f"seconds a produce phase sends ({sc.PHASE_SECONDS:g}; quick: 0.5)")  # fmt: skip
     parser.add_argument("--phase-mb", type=int,
                         help="MB of values in a consume row's topic (500; quick: 8)")  # fmt: skip
     parser.add_argument("--scale-topics", type=int,
