@@ -192,7 +192,7 @@ def measure(bootstrap: str, log_text: Callable[[], str], args: argparse.Namespac
         shutil.rmtree(work, ignore_errors=True)
 
 
-def options(megabytes: int, max_seconds: float, before: float = 5.0) -> argparse.Namespace:
+def options(megabytes: int, max_seconds: float, before: float) -> argparse.Namespace:
     """The runner's settings: `megabytes` of 1 KiB records, 10% distinct keys, 200 records/s
     of latency probe, `before` seconds of it before the switch to compact, at most
     `max_seconds` of waiting for the cleaner."""

@@ -26,8 +26,9 @@ def connector_jars() -> str:
     return out.strip().splitlines()[-1]
 
 
-def run_job(bootstrap: str, topic: str, workdir: Path, jars: str) -> dict:
-    """spark-submit the job once over the whole topic; its summary plus the wall time."""
+def run_job(bootstrap: str, topic: str, group: str, workdir: Path, jars: str) -> dict:
+    """spark-submit the job once over the whole topic (all of it: a group that has committed
+    nothing yet); its summary plus the wall time."""
     summary = workdir / "summary.json"
     cmd = [
         str(Path(sys.executable).parent / "spark-submit"),
@@ -42,6 +43,7 @@ def run_job(bootstrap: str, topic: str, workdir: Path, jars: str) -> dict:
         str(JOB),
         "--bootstrap-servers", bootstrap,
         "--topics", topic,
+        "--group", group,
         "--output", str(workdir / "parquet"),
         "--summary-json", str(summary),
     ]  # fmt: skip

@@ -38,7 +38,7 @@ REHEARSAL_SECONDS = 2.0  # the two systems rehearse side by side, on half the co
 # tens of seconds of that: after a rehearsal of 1 s its repeats rose from 15,000-19,000 to
 # 34,000-38,000 records/s through every full run (one partition and eight alike).
 TXN_REHEARSAL_SECONDS = 15.0
-LATENCY_SECONDS = 6.0  # of sending at the offered rate (the first fifth not counted)
+LATENCY_SECONDS = 5.0  # of sending at the offered rate (the first fifth not counted)
 OFFLINE_RECORDS = 500_000
 
 
@@ -298,28 +298,31 @@ def produce(ctx: Ctx) -> None:
 
 def consume(ctx: Ctx) -> None:
     """Read a topic of one size from the start for `phase_seconds`, starting over at its end:
-    `phase_bytes` of values written into it just before (not measured). Both systems serve it
-    from the page cache in under a second, too short a phase to measure."""
+    `phase_bytes` of values, written into it before the first repeat (not measured) and read
+    by every repeat, deleted after the last. Both systems serve it from the page cache in
+    under a second, too short a phase to measure."""
     p = ctx.plan
     for size in SIZES:
         label = f"consume from the start, {size_label(size)}"
-        try:
-            topic = ctx.create(f"consume-{size}", p.partitions)
-            # as many records in every partition: with the client's sticky partitioner one
-            # partition held 72 MB and another 160, the last fetches of a pass carried one
-            # or two partitions, and the row moved with the draw (615 fetches for three
-            # passes against 413 when even)
-            filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size,
-                                 even=True)  # fmt: skip
-        except Exception as exc:  # noqa: BLE001
-            ctx.fail(label, "rec/s", True, exc)
-            continue
-        ctx.throughput(
-            label,
-            lambda t=topic, f=filled: ctx.read_for(t, f["records"], p.partitions),
-            size,
-        )
-        ctx.delete(topic)
+        key = f"consume-{size}"
+        if key not in ctx.shared:
+            try:
+                topic = ctx.create(key, p.partitions)
+                # as many records in every partition: with the client's sticky partitioner one
+                # partition held 72 MB and another 160, the last fetches of a pass carried one
+                # or two partitions, and the row moved with the draw (615 fetches for three
+                # passes against 413 when even)
+                filled = ctx.loadgen("produce", topic=topic, records=p.records(size), size=size,
+                                     even=True)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001
+                ctx.fail(label, "rec/s", True, exc)
+                continue
+            ctx.shared[key] = (topic, filled["records"])
+        topic, records = ctx.shared[key]
+        ctx.throughput(label, lambda t=topic, n=records: ctx.read_for(t, n, p.partitions), size)
+        if ctx.repeat == ctx.repeats - 1:
+            ctx.delete(topic)
+            del ctx.shared[key]
 
 
 def compression(ctx: Ctx) -> None:
@@ -443,7 +446,7 @@ def run_group(
     procs = spawn(ctx, "group-consume", CONSUMERS, topic=topic, group=f"g-{work.name}",
                   work_dir=work, latency=latency, duration=wait + 240)  # fmt: skip
     try:
-        # A quick run trusts a settled assignment sooner (it measures nothing to keep).
+        # A quick run trusts a settled assignment sooner: its figures are a smoke test's.
         wait_assigned(work, procs, CLUSTER_PARTITIONS, 2.0 if ctx.plan.quick else 3.0)
     except BaseException:
         (work / "go").write_text("go")
@@ -874,7 +877,7 @@ def compaction(ctx: Ctx) -> None:
         result = job.measure(
             ctx.deployment.bootstrap,
             broker.log_text,
-            job.options(mb, 60, 2.0) if ctx.plan.quick else job.options(mb, 400),
+            job.options(mb, 60, 2.0) if ctx.plan.quick else job.options(mb, 400, 3.0),
         )
     except Exception as exc:  # noqa: BLE001
         for label, unit, higher, _ in rows:
@@ -893,27 +896,31 @@ def compaction(ctx: Ctx) -> None:
 
 def offline_load(ctx: Ctx) -> None:
     """pipelines/offline_load.py (spark-submit, local[*]) loading a 4-partition topic of
-    200-byte records into Parquet; the job's own rate. A fresh topic in each of the first
-    `slow_repeats` repeats, deleted after."""
+    200-byte records into Parquet; the job's own rate. The topic is written before the first
+    repeat and loaded by each of the first `slow_repeats`, deleted after the last."""
     import offline_load as job
 
     n = ctx.plan.offline_records
     label = f"Spark offline load into Parquet, {n:,} records of 200 B, 4 partitions"
     if not ctx.within(ctx.plan.slow_repeats):
         return
-    topic = None
     try:
-        topic = ctx.create("offline", 4)
-        filled = ctx.loadgen("produce", topic=topic, records=n, size=200, duration=600)
-        if filled["records"] < n:
-            raise RuntimeError(f"filled only {filled['records']} of {n} records")
+        if "offline" not in ctx.shared:
+            topic = ctx.create("offline", 4)
+            ctx.shared["offline"] = topic
+            filled = ctx.loadgen("produce", topic=topic, records=n, size=200, duration=600)
+            if filled["records"] < n:
+                raise RuntimeError(f"filled only {filled['records']} of {n} records")
         with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
-            row = job.run_job(ctx.deployment.bootstrap, topic, Path(tmp), job.connector_jars())
+            row = job.run_job(ctx.deployment.bootstrap, ctx.shared["offline"],
+                              f"bench-offline-{ctx.repeat}", Path(tmp), job.connector_jars())  # fmt: skip
         ctx.record(label, "rec/s", True, row["records_per_s"],
                    f"{row['records_per_s']:,.0f} rec/s ({row['wall_seconds']:.0f} s with "
                    "spark-submit)")  # fmt: skip
     except Exception as exc:  # noqa: BLE001
         ctx.fail(label, "rec/s", True, exc)
-    finally:
-        if topic is not None:
-            ctx.delete(topic)
+        if (topic := ctx.shared.pop("offline", None)) is not None:
+            ctx.delete(topic)  # a short fill is not loaded again
+        return
+    if ctx.repeat == ctx.repeats - 1:
+        ctx.delete(ctx.shared.pop("offline"))
