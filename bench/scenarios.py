@@ -877,7 +877,7 @@ def compaction(ctx: Ctx) -> None:
         result = job.measure(
             ctx.deployment.bootstrap,
             broker.log_text,
-            job.options(mb, 60, 2.0) if ctx.plan.quick else job.options(mb, 400, 3.0),
+            job.options(mb, 60, 2.0) if ctx.plan.quick else job.options(mb, 400, 5.0),
         )
     except Exception as exc:  # noqa: BLE001
         for label, unit, higher, _ in rows:
