@@ -168,12 +168,13 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
           results: report.Results, heap: str) -> sc.Ctx | None:  # fmt: skip
     """One system's servers of this kind, warmed up; None (and the rows in error) when they
     did not start."""
-    print(f"== {kind.label} · {system}: starting\n", end="", flush=True)  # one write per line
+    # One write per line (end=""): the two systems' threads print at the same time.
+    print(f"== {kind.label} · {system}: starting\n", end="", flush=True)
     began = time.monotonic()
     try:
         deployment = deploy(system, kind.brokers, settings=kind.settings, kafka_heap=heap)
     except Exception as exc:  # noqa: BLE001 - the other system still runs
-        print(f"   {system} did not start: {exc}"[:3000], flush=True)
+        print(f"   {system} did not start: {exc}"[:3000] + "\n", end="", flush=True)
         for s in chosen:
             results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
         return None
@@ -181,7 +182,7 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
     ctx = sc.Ctx(deployment, plan, results)
     sc.warm_up(ctx)
     print(f"   {system}: serving in {serving:.1f} s, warmed up "
-          f"{time.monotonic() - began - serving:.1f} s later", flush=True)  # fmt: skip
+          f"{time.monotonic() - began - serving:.1f} s later\n", end="", flush=True)  # fmt: skip
     return ctx
 
 
