@@ -272,7 +272,9 @@ def test_consumer_offsets_shrink_and_commits_stay_readable(broker, new_topic) ->
     finally:
         consumer.close()
     dirs = [d for d in broker.data_dir.glob("__consumer_offsets-*") if any(d.glob("*.log"))]
-    pdir = max(dirs, key=lambda d: sum(p.stat().st_size for p in d.glob("*.log")))
+    # The partition holding the commits; read through segment_records, which retries when the
+    # cleaner swaps a file between the listing and the read (a stat() here failed once on CI).
+    pdir = max(dirs, key=lambda d: sum(len(seg) for seg in segment_records(d)))
 
     def shrunk():
         segments = segment_records(pdir)
