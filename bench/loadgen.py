@@ -311,6 +311,36 @@ def read(args: argparse.Namespace, seconds: float) -> tuple[int, int, float, str
     return received, nbytes, elapsed, first_error
 
 
+class _Member:
+    """A group member's rebalance callbacks: before the go it takes its partitions paused,
+    after the go it reads them at once and counts the rebalance."""
+
+    def __init__(self, assigned: Path, stop: Path) -> None:
+        self.assigned, self.stop = assigned, stop
+        self.went = False
+        self.rebalances = 0
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned.write_text(str(len(partitions)))
+        consumer.assign(partitions)
+        if self.went:
+            # A rebalance after the go (a coordinator that moved, a member that timed out):
+            # a partition this member paused before the go would stay paused. Once told to
+            # stop, the members leave one by one and the last ones are given the partitions of
+            # those gone: not counted.
+            self.rebalances += not self.stop.exists()
+            consumer.resume(partitions)
+        else:
+            # Nothing fetched before the go: a member that had read its partitions to the end
+            # waited at the go for its fetch held at the broker (fetch.wait.max.ms, 500 ms)
+            # before asking from the beginning; the group's first 8,000 records took 0.6 s
+            # after some goes and 0.1 s after others, on both systems.
+            consumer.pause(partitions)
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned.write_text("0")
+
+
 def group_consume(args: argparse.Namespace) -> dict:
     """One member of a consumer group (subscribe, earliest, no commits). Writes
     `assigned-<pid>` (how many partitions it holds) on every rebalance. Nothing counts until
@@ -335,31 +365,10 @@ def group_consume(args: argparse.Namespace) -> dict:
         }
     )
 
-    after_go = {"went": False, "rebalances": 0}
+    member = _Member(work / f"assigned-{me}", work / "stop")
     go, stop = work / "go", work / "stop"
 
-    def on_assign(c, partitions) -> None:
-        (work / f"assigned-{me}").write_text(str(len(partitions)))
-        if after_go["went"]:
-            # A rebalance after the go (a coordinator that moved, a member that timed out):
-            # a partition this member paused before the go would stay paused. Once told to
-            # stop, the members leave one by one and the last ones are given the partitions of
-            # those gone: not counted.
-            after_go["rebalances"] += not stop.exists()
-            c.assign(partitions)
-            c.resume(partitions)
-        else:
-            # Nothing fetched before the go: a member that had read its partitions to the end
-            # waited at the go for its fetch held at the broker (fetch.wait.max.ms, 500 ms)
-            # before asking from the beginning; the group's first 8,000 records took 0.6 s
-            # after some goes and 0.1 s after others, on both systems.
-            c.assign(partitions)
-            c.pause(partitions)
-
-    def on_revoke(c, partitions) -> None:
-        (work / f"assigned-{me}").write_text("0")
-
-    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
+    consumer.subscribe([args.topic], on_assign=member.on_assign, on_revoke=member.on_revoke)
     deadline = time.monotonic() + args.duration
     while not go.exists() and time.monotonic() < deadline:
         consumer.consume(num_messages=10_000, timeout=0.1)  # rebalances (on_assign pauses)
@@ -368,7 +377,7 @@ def group_consume(args: argparse.Namespace) -> dict:
     ]
     consumer.assign(start)
     consumer.resume(start)  # the pause outlives assign()
-    after_go["went"] = True
+    member.went = True
     received = 0
     nbytes = 0
     last = 0.0
@@ -416,7 +425,7 @@ def group_consume(args: argparse.Namespace) -> dict:
         "bytes": nbytes,
         "last_wall": last,
         "arrivals": arrivals,
-        "rebalances": after_go["rebalances"],
+        "rebalances": member.rebalances,
         "error": None,
     }
 

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import report
 import scenarios as sc
@@ -34,6 +35,8 @@ from systems import SYSTEMS, Deployment, deploy
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -129,24 +132,19 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
     other, the order turned round every repeat: a slow stretch of the machine lands on both
     systems' repeats, and each median is taken over repeats spread across the whole kind."""
     began = time.monotonic()
-    # Both systems start and warm up side by side (nothing is measured yet): a three-broker
-    # Kafka takes 10 s or more to start, which the other system's start no longer adds to.
-    starter = ThreadPoolExecutor(len(systems))
-    starting = [starter.submit(start, kind, chosen, system, plan, results, heap)
-                for system in systems]  # fmt: skip
-    started: list[sc.Ctx] = []
+    live: list[Deployment] = []  # every deployment started, to be stopped whatever happens
     try:
-        for future in starting:
-            if (ctx := future.result()) is not None:
-                started.append(ctx)
+        # Both systems start and warm up side by side (nothing is measured yet): a three-broker
+        # Kafka takes 10 s or more to start, which the other system's start no longer adds to.
+        started = [ctx for ctx in side_by_side(
+            lambda system: start(kind, chosen, system, plan, results, heap, live), systems,
+            wait_when_interrupted=True) if ctx is not None]  # fmt: skip
         if not plan.quick:
-            # Side by side: nothing is measured, and the systems' waits (topic creation and
-            # deletion, transaction round trips) overlap.
-            pool = ThreadPoolExecutor(len(started) or 1)
-            try:
-                list(pool.map(lambda c: rehearse(c.deployment, chosen, plan), started))
-            finally:  # interrupted: stop the servers (below) rather than wait for the threads
-                pool.shutdown(wait=False, cancel_futures=True)
+            # Side by side too: nothing is measured, and the systems' waits (topic creation
+            # and deletion, transaction round trips) overlap. Interrupted, the servers are
+            # stopped (below) rather than the threads waited for.
+            side_by_side(lambda c: rehearse(c.deployment, chosen, plan), started,
+                         wait_when_interrupted=False)  # fmt: skip
         for repeat in range(plan.repeats):
             for ctx in started if repeat % 2 == 0 else started[::-1]:
                 ctx.repeat = repeat
@@ -156,18 +154,26 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
             ctx.scenario = kind.label
             ctx.resources()
     finally:
-        # Interrupted while starting: what still starts is stopped once it has.
-        starter.shutdown(wait=True, cancel_futures=True)
-        for future in starting:
-            if not future.cancelled() and future.exception() is None and future.result():
-                future.result().deployment.stop()
+        for deployment in live:
+            deployment.stop()
         print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
 
 
+def side_by_side(work: Callable[[T], R], items: list[T], *, wait_when_interrupted: bool) -> list[R]:
+    """`work` on every item at once, a thread each; the results in the items' order. When
+    interrupted, the threads are waited for only if `wait_when_interrupted`."""
+    pool = ThreadPoolExecutor(len(items) or 1)
+    futures = [pool.submit(work, item) for item in items]
+    try:
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=wait_when_interrupted, cancel_futures=True)
+
+
 def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
-          results: report.Results, heap: str) -> sc.Ctx | None:  # fmt: skip
-    """One system's servers of this kind, warmed up; None (and the rows in error) when they
-    did not start."""
+          results: report.Results, heap: str, live: list[Deployment]) -> sc.Ctx | None:  # fmt: skip
+    """One system's servers of this kind, warmed up, added to `live` as soon as they run;
+    None (and the rows in error) when they did not start."""
     # One write per line (end=""): the two systems' threads print at the same time.
     print(f"== {kind.label} · {system}: starting\n", end="", flush=True)
     began = time.monotonic()
@@ -178,6 +184,7 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
         for s in chosen:
             results.error(s.name, "(not measured)", "", True, system, f"did not start: {exc}")
         return None
+    live.append(deployment)
     serving = time.monotonic() - began
     ctx = sc.Ctx(deployment, plan, results)
     sc.warm_up(ctx)
