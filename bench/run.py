@@ -2,9 +2,9 @@
 repeats) and ``make bench-quick`` (a smoke run).
 
 Scenarios that share a kind of deployment (one broker, three brokers...) run on the same servers.
-For each kind, Kafka and Odradek are started side by side and warmed up; each repeat measures one
-and then the other (--repeats), and the table gives the median with the min and max, and the
-ratio of the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
+For each kind, Kafka and Odradek are started side by side and warmed up; in each repeat the two
+take turns at every measurement, one system's phase and then the other's (--repeats), and the
+table gives the median with the min and max, and the ratio of the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
 See bench/README.md for what every scenario measures and how to read the table.
 """
 
@@ -20,17 +20,19 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
 import report
 import scenarios as sc
+from baton import Baton
 from confluent_kafka import libversion
+from odradek.broker.testing.processes import descendants
 from systems import SYSTEMS, Deployment, deploy
 
 HERE = Path(__file__).resolve().parent
@@ -128,11 +130,13 @@ def deployments(chosen: list[Scenario], quick: bool) -> list[tuple[Kind, list[Sc
 
 def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Plan,
              results: report.Results, heap: str) -> None:  # fmt: skip
-    """Every system's servers up side by side, then each repeat measures one system after the
-    other, the order turned round every repeat: a slow stretch of the machine lands on both
-    systems' repeats, and each median is taken over repeats spread across the whole kind."""
+    """Every system's servers up side by side, then in each repeat the systems take turns at
+    every measurement (the first one changing every repeat): a slow stretch of the machine
+    lands on both systems' phases of a row, and each median is taken over repeats spread
+    across the whole kind."""
     began = time.monotonic()
     live: list[Deployment] = []  # every deployment started, to be stopped whatever happens
+    interrupted = True
     try:
         # Both systems start and warm up side by side (nothing is measured yet): a three-broker
         # Kafka takes 10 s or more to start, which the other system's start no longer adds to.
@@ -146,28 +150,64 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
             side_by_side(lambda c: rehearse(c.deployment, chosen, plan), started,
                          wait_when_interrupted=False)  # fmt: skip
         for repeat in range(plan.repeats):
-            for ctx in started if repeat % 2 == 0 else started[::-1]:
-                ctx.repeat = repeat
-                reference(results, kind, ctx.system, repeat)
-                turn(ctx, chosen)
+            # One thread per system, one at a time (the baton): the systems take turns at
+            # every measured phase, the first of them alternating from repeat to repeat.
+            order = started if repeat % 2 == 0 else started[::-1]
+            baton = Baton([ctx.system for ctx in order])
+            try:
+                side_by_side(lambda c, r=repeat, b=baton: take_turn(c, chosen, kind, r, b), order,
+                             wait_when_interrupted=False)  # fmt: skip
+            finally:
+                baton.abandon()  # interrupted: a thread waiting for its turn stops there
         for ctx in started:
             ctx.scenario = kind.label
             ctx.resources()
+        interrupted = False
     finally:
         for deployment in live:
             deployment.stop()
+        if interrupted:
+            kill_children()
         print(f"== {kind.label}: done in {time.monotonic() - began:.0f} s", flush=True)
 
 
 def side_by_side(work: Callable[[T], R], items: list[T], *, wait_when_interrupted: bool) -> list[R]:
-    """`work` on every item at once, a thread each; the results in the items' order. When
-    interrupted, the threads are waited for only if `wait_when_interrupted`."""
-    pool = ThreadPoolExecutor(len(items) or 1)
-    futures = [pool.submit(work, item) for item in items]
+    """`work` on every item at once, a thread each; the results in the items' order (or the
+    first error). When interrupted, the threads are waited for only if
+    `wait_when_interrupted`; daemon threads, so one left in a client phase does not hold the
+    harness's exit (run_kind kills its processes)."""
+    results: list = [None] * len(items)
+    errors: list[BaseException | None] = [None] * len(items)
+
+    def run(i: int, item: T) -> None:
+        try:
+            results[i] = work(item)
+        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, item), daemon=True)
+               for i, item in enumerate(items)]  # fmt: skip
+    for t in threads:
+        t.start()
     try:
-        return [f.result() for f in futures]
-    finally:
-        pool.shutdown(wait=wait_when_interrupted, cancel_futures=True)
+        for t in threads:
+            t.join()
+    except BaseException:
+        if wait_when_interrupted:
+            for t in threads:
+                t.join()
+        raise
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return results
+
+
+def kill_children() -> None:
+    """What a thread of an interrupted repeat still runs (a client phase): killed."""
+    for pid in descendants(os.getpid())[1:]:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
@@ -191,6 +231,18 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
     print(f"   {system}: serving in {serving:.1f} s, warmed up "
           f"{time.monotonic() - began - serving:.1f} s later\n", end="", flush=True)  # fmt: skip
     return ctx
+
+
+def take_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, repeat: int, baton: Baton) -> None:
+    """One system's repeat in its thread: it runs only while holding the baton."""
+    baton.take(ctx.system)
+    ctx.repeat, ctx.baton = repeat, baton
+    try:
+        reference(ctx.results, kind, ctx.system, repeat)
+        turn(ctx, chosen)
+    finally:
+        ctx.baton = None
+        baton.finish(ctx.system)
 
 
 def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from baton import Baton
 from confluent_kafka import Consumer, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from report import Results
@@ -123,6 +124,7 @@ class Ctx:
     peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
     shared: dict = field(default_factory=dict)  # topics one scenario leaves for another
     rehearsing: bool = False  # nothing is recorded (see bench/run.py rehearse)
+    baton: Baton | None = None  # handed on after every measurement (see baton.py)
 
     @property
     def system(self) -> str:
@@ -211,6 +213,7 @@ class Ctx:
             f"{shown or f'{value:,.2f} {unit}'}",
             flush=True,
         )
+        self.hand_over()
 
     def fail(self, label: str, unit: str, higher: bool, exc: BaseException) -> None:
         if self.rehearsing:
@@ -218,6 +221,12 @@ class Ctx:
             return
         self.results.error(self.scenario, label, unit, higher, self.system, str(exc))
         print(f"  {self.scenario} · {self.system} · {label}: FAILED {exc}"[:600], flush=True)
+        self.hand_over()
+
+    def hand_over(self) -> None:
+        """After a measurement: the other system measures the same row before this one goes on."""
+        if self.baton is not None:
+            self.baton.pass_on(self.system)
 
     def note_peak(self) -> None:
         """Remember the brokers' peak RSS (before a restart resets it)."""

@@ -109,7 +109,8 @@ def _stat_fields(pid: int) -> list[str] | None:
     return raw[raw.rindex(")") + 2 :].split()
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (fields := _stat_fields(int(entry))) is not None:
@@ -126,7 +127,7 @@ def process_usage(pid: int) -> Usage:
     """CPU seconds and peak RSS of `pid` and its descendants, from /proc (stat, status)."""
     cpu = 0.0
     peak = 0
-    for p in _descendants(pid):
+    for p in descendants(pid):
         fields = _stat_fields(p)
         if fields is None:
             continue
