@@ -455,8 +455,8 @@ def run_group(
     procs = spawn(ctx, "group-consume", CONSUMERS, topic=topic, group=f"g-{work.name}",
                   work_dir=work, latency=latency, duration=wait + 240)  # fmt: skip
     try:
-        # A quick run trusts a settled assignment sooner: its figures are a smoke test's.
-        wait_assigned(work, procs, CLUSTER_PARTITIONS, 2.0 if ctx.plan.quick else 3.0)
+        # 2 s is four heartbeats (0.5 s): a member joining late has made itself known by then.
+        wait_assigned(work, procs, CLUSTER_PARTITIONS, 2.0)
     except BaseException:
         (work / "go").write_text("go")
         (work / "stop").write_text("stop")
