@@ -1,5 +1,6 @@
 """Turn-taking between the systems' threads of one repeat: one runs at a time, and hands over
-after each measurement it records, so the two systems' phases of a row run seconds apart.
+when it starts its next phase after a measurement (scenarios.Ctx.before_phase), so the two
+systems' phases of a row run seconds apart.
 
 With whole turns one after the other, a row's two phases were a minute or more apart, and the
 machine's speed drifts over minutes here (the same slice of reference work took 76 to 118 ms

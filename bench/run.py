@@ -236,7 +236,7 @@ def start(kind: Kind, chosen: list[Scenario], system: str, plan: sc.Plan,
 def take_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, repeat: int, baton: Baton) -> None:
     """One system's repeat in its thread: it runs only while holding the baton."""
     baton.take(ctx.system)
-    ctx.repeat, ctx.baton = repeat, baton
+    ctx.repeat, ctx.baton, ctx.owes_turn = repeat, baton, False
     try:
         reference(ctx.results, kind, ctx.system, repeat)
         turn(ctx, chosen)

@@ -124,7 +124,8 @@ class Ctx:
     peak_rss: int = 0  # the largest VmHWM seen, kept across broker restarts
     shared: dict = field(default_factory=dict)  # topics one scenario leaves for another
     rehearsing: bool = False  # nothing is recorded (see bench/run.py rehearse)
-    baton: Baton | None = None  # handed on after every measurement (see baton.py)
+    baton: Baton | None = None  # handed on between measurements (see baton.py)
+    owes_turn: bool = False  # measured since it took the baton: hands it on at the next phase
 
     @property
     def system(self) -> str:
@@ -132,7 +133,7 @@ class Ctx:
 
     def loadgen(self, phase: str, **options: object) -> dict:
         bound = float(options.get("duration", self.plan.duration))  # type: ignore[arg-type]
-        write_back()
+        self.before_phase()
         out = subprocess.run(
             self.loadgen_command(phase, **options),
             capture_output=True,
@@ -213,7 +214,7 @@ class Ctx:
             f"{shown or f'{value:,.2f} {unit}'}",
             flush=True,
         )
-        self.hand_over()
+        self.owes_turn = True
 
     def fail(self, label: str, unit: str, higher: bool, exc: BaseException) -> None:
         if self.rehearsing:
@@ -221,12 +222,17 @@ class Ctx:
             return
         self.results.error(self.scenario, label, unit, higher, self.system, str(exc))
         print(f"  {self.scenario} · {self.system} · {label}: FAILED {exc}"[:600], flush=True)
-        self.hand_over()
+        self.owes_turn = True
 
-    def hand_over(self) -> None:
-        """After a measurement: the other system measures the same row before this one goes on."""
-        if self.baton is not None:
+    def before_phase(self) -> None:
+        """A client phase or a timed step starts. Having measured since it took the baton,
+        this system hands it on first, so the other measures the same row; the clean-up after
+        the measurement (a deleted topic's gigabytes, whose dirty pages are then dropped rather
+        than written back) stays in this system's turn. Then the page cache is written back."""
+        if self.owes_turn and self.baton is not None:
+            self.owes_turn = False
             self.baton.pass_on(self.system)
+        write_back()
 
     def note_peak(self) -> None:
         """Remember the brokers' peak RSS (before a restart resets it)."""
@@ -393,7 +399,7 @@ def write_back() -> None:
 
 
 def spawn(ctx: Ctx, phase: str, count: int, **options: object) -> list[subprocess.Popen[str]]:
-    write_back()
+    ctx.before_phase()
     return [
         subprocess.Popen(ctx.loadgen_command(phase, **options), stdout=subprocess.PIPE, text=True)
         for _ in range(count)
@@ -759,6 +765,7 @@ def back_in_service(
 ) -> float:
     """Stop (SIGTERM) or kill -9 the broker, start it again and poll `ready(bootstrap)`; the
     seconds from the launch until it holds."""
+    ctx.before_phase()
     broker = ctx.deployment.brokers[0]
     ctx.note_peak()
     if kill:
@@ -883,6 +890,7 @@ def compaction(ctx: Ctx) -> None:
     ]
     broker = ctx.deployment.brokers[0]
     try:
+        ctx.before_phase()
         result = job.measure(
             ctx.deployment.bootstrap,
             broker.log_text,
@@ -920,6 +928,7 @@ def offline_load(ctx: Ctx) -> None:
             filled = ctx.loadgen("produce", topic=topic, records=n, size=200, duration=600)
             if filled["records"] < n:
                 raise RuntimeError(f"filled only {filled['records']} of {n} records")
+        ctx.before_phase()
         with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
             row = job.run_job(ctx.deployment.bootstrap, ctx.shared["offline"],
                               f"bench-offline-{ctx.repeat}", Path(tmp), job.connector_jars())  # fmt: skip
