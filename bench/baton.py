@@ -2,10 +2,11 @@
 when it starts its next phase after a measurement (scenarios.Ctx.before_phase), so the two
 systems' phases of a row run seconds apart.
 
-With whole turns one after the other, a row's two phases were a minute or more apart, and the
+With whole turns one after the other, a row's two phases were a minute or more apart while the
 machine's speed drifts over minutes here (the same slice of reference work took 76 to 118 ms
-within one run; both systems' 10 KiB produce rows rose by half from the first repeat to the
-last): the ratio moved with the drift.
+within one run). Taking turns at every phase keeps a slow stretch from landing on one system's
+phases only; it did not narrow the pairs' ratios (0.68 to 1.58 on one row in the run of
+2026-11-26 17:05): most of the noise is within each phase.
 """
 
 from __future__ import annotations

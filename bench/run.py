@@ -4,7 +4,8 @@ repeats) and ``make bench-quick`` (a smoke run).
 Scenarios that share a kind of deployment (one broker, three brokers...) run on the same servers.
 For each kind, Kafka and Odradek are started side by side and warmed up; in each repeat the two
 take turns at every measurement, one system's phase and then the other's (--repeats), and the
-table gives the median with the min and max, and the ratio of the medians. Results go to bench/results/<timestamp>/ (results.md, results.json, results.png).
+table gives the median with the min and max, and the ratio of the medians. Results go to
+bench/results/<timestamp>/ (results.md, results.json, results.png).
 See bench/README.md for what every scenario measures and how to read the table.
 """
 
