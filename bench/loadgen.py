@@ -365,8 +365,8 @@ def group_consume(args: argparse.Namespace) -> dict:
         }
     )
 
-    member = _Member(work / f"assigned-{me}", work / "stop")
     go, stop = work / "go", work / "stop"
+    member = _Member(work / f"assigned-{me}", stop)
 
     consumer.subscribe([args.topic], on_assign=member.on_assign, on_revoke=member.on_revoke)
     deadline = time.monotonic() + args.duration
