@@ -25,12 +25,13 @@ from typing import Any, NamedTuple, Protocol
 
 from . import primitives as _p
 from .api_keys import FIRST_FLEXIBLE_VERSION, ApiKey
-from .codegen import compile_decoder, compile_encoder, records_bytes
+from .codegen import FrozenArray, compile_decoder, compile_encoder, records_bytes
 from .messages import REGISTRY
 from .primitives import ProtocolError
 from .schema import Api
 
 __all__ = [
+    "FrozenArray",
     "ProtocolError",
     "RecordsSource",
     "RequestHeader",

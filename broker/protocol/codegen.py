@@ -18,7 +18,7 @@ from . import primitives as _p
 from .primitives import ProtocolError
 from .schema import Field, default_for
 
-__all__ = ["compile_decoder", "compile_encoder", "records_bytes"]
+__all__ = ["FrozenArray", "compile_decoder", "compile_encoder", "records_bytes"]
 
 _FIXED = {
     "bool": "?",
@@ -67,6 +67,49 @@ def records_bytes(value: Any) -> bytes | bytearray | memoryview:
     return value.read()
 
 
+class FrozenArray(list):
+    """A struct array that no one changes once built, shared by many responses (a topic's
+    partitions in Metadata): each encoder that meets it keeps its encoding here and copies
+    that bytes string the next time, instead of walking thousands of dicts again."""
+
+    __slots__ = ("_encodings",)
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self._encodings: dict[_ArrayEncoder, bytes] = {}
+
+    def encoded(self, encoder: _ArrayEncoder) -> bytes:
+        done = self._encodings.get(encoder)
+        if done is None:
+            done = self._encodings[encoder] = bytes(encoder.fn(bytearray(), self, []))
+        return done
+
+
+class _ArrayEncoder:
+    """One struct-array field at one version, compiled on the first FrozenArray it encodes."""
+
+    def __init__(self, f: Field, version: int, flexible: bool) -> None:
+        self.field, self.version, self.flexible = f, version, flexible
+        self._fn: Callable[..., bytearray] | None = None
+
+    @property
+    def fn(self) -> Callable[..., bytearray]:
+        if self._fn is None:
+            c = _Compiler(self.version, self.flexible)
+            c.emit(0, "def encode(out, v, parts):")
+            c.write_field(1, "out", "v", self.field, detach=False, frozen=False)
+            c.emit(1, "return out")
+            self._fn = c.build("encode")
+        return self._fn
+
+
+def _holds_records(fields: tuple[Field, ...]) -> bool:
+    return any(
+        f.type == "records" or ((f.is_struct or f.is_struct_array) and _holds_records(f.fields))
+        for f in fields
+    )
+
+
 class _Compiler:
     """Generates the source of one decode or encode function for a struct at one version."""
 
@@ -85,6 +128,7 @@ class _Compiler:
             "_uuid_from": _uuid_from,
             "_uuid_bytes": _uuid_bytes,
             "_rec_bytes": records_bytes,
+            "_Frozen": FrozenArray,
             "_spack": struct.pack,
             "_sunpack": struct.unpack_from,
             "_UTF8": "utf-8",
@@ -397,8 +441,17 @@ class _Compiler:
             self.emit(inner + 1, f"parts.append({v})")
             self.emit(inner + 1, f"{out} = bytearray()")
 
-    def write_field(self, ind: int, out: str, v: str, f: Field, detach: bool) -> None:
+    def write_field(
+        self, ind: int, out: str, v: str, f: Field, detach: bool, frozen: bool = True
+    ) -> None:
         nullable = self.nullable(f)
+        if f.is_struct_array and frozen and not _holds_records(f.fields):
+            # A FrozenArray is encoded once per field and version, then copied.
+            arrays = self.const(_ArrayEncoder(f, self.version, self.flexible))
+            self.emit(ind, f"if type({v}) is _Frozen:")
+            self.emit(ind + 1, f"{out} += {v}.encoded({arrays})")
+            self.emit(ind, "else:")
+            ind += 1
         if f.is_struct_array or f.is_primitive_array:
             inner = ind
             if nullable:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...cluster.metadata_cache import MetadataCache, TopicMetadata
 from ...protocol.api_keys import ApiKey
+from ...protocol.codec import FrozenArray
 from ...protocol.errors import ErrorCode, KafkaError
 from ...security.acl import AclOperation as Op
 from ...security.acl import AclResourceType as RT
@@ -126,9 +127,9 @@ def _describe_topic(ctx: RequestContext, name: str) -> dict[str, Any]:
         "error_code": ErrorCode.NONE,
         "name": name,
         "is_internal": topic.is_internal,
-        # Shared by every response until the cache changes (the encoder only reads it).
+        # Shared by every response until the cache changes, and encoded once per version.
         "partitions": cache.derived(
-            ("metadata-partitions", name), lambda: _partitions(cache, topic)
+            ("metadata-partitions", name), lambda: FrozenArray(_partitions(cache, topic))
         ),
         "topic_authorized_operations": NOT_REQUESTED,
     }
