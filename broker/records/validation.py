@@ -45,10 +45,11 @@ def validate_for_append(
     require_keys: bool = False,
     max_decompressed_bytes: int | None = None,
     partition_name: str = "",
-) -> bytearray:
+) -> bytearray | memoryview:
     """Validate one partition's produce data; return the bytes to append (v2 batches).
 
-    The result is a new buffer the storage layer may patch (offsets, leader epoch). Raises
+    The result is a buffer the storage layer may patch (offsets, leader epoch): a new one, or
+    the batch within `records` itself when that is writable and needs no change. Raises
     protocol KafkaError: CORRUPT_MESSAGE (framing, CRC, undecodable compression),
     INVALID_RECORD (wrong magic or batch count for Produce v3+, inconsistent header counts,
     control batches, producer id without sequence, malformed records, missing keys with
@@ -129,7 +130,7 @@ def _validate(
     require_keys: bool,
     partition_name: str,
     max_decompressed: int,
-) -> bytearray:
+) -> bytearray | memoryview:
     entries = _entries(view)
     if produce_version >= 3:
         # ProduceRequest.validateRecords, in Kafka's order.
@@ -238,7 +239,7 @@ def _validate_v2(
     view: memoryview,
     entries: list[tuple[int, int, int]],
     checks: _Checks,
-) -> tuple[bytearray, list[int]]:
+) -> tuple[bytearray | memoryview, list[int]]:
     produce_version, max_message_bytes = checks.produce_version, checks.max_message_bytes
     compression_type, max_decompressed = checks.compression_type, checks.max_decompressed
     check_ts, require_keys = checks.check_ts, checks.require_keys
@@ -279,6 +280,9 @@ def _validate_v2(
         target = target_codec(compression_type, codec)
         positions.append(len(out))
         if not (check_ts or require_keys or target != codec):
+            if len(entries) == 1 and not view.readonly:
+                # The request's own buffer: the log assigns offsets in it, with no copy.
+                return view[pos : pos + size], [0]
             out += view[pos : pos + size]
             continue
         body = batch_body(view, header, pos, max_decompressed_bytes=max_decompressed)

@@ -42,6 +42,8 @@ from .tls import TlsClosed, TlsSession
 log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 256 * 1024
+# What a large request's buffer takes at first, and then grows by doubling (see read_frame).
+_FRAME_STEP = 1024 * 1024
 # Small pieces are joined into one send; larger ones are sent as they are.
 _COALESCE_LIMIT = 64 * 1024
 # Responses a connection may owe while reading on (acks=all produce requests in flight).
@@ -217,20 +219,28 @@ class Connection:
             )
         have = len(self._buf) - 4
         if have >= size:
-            frame = bytes(self._buf[4 : 4 + size])
+            with memoryview(self._buf) as held:
+                # Writable, like a large frame's: produce validation passes batches on in place.
+                frame = bytearray(held[4 : 4 + size])
             del self._buf[: 4 + size]
             return memoryview(frame)
-        # A large frame grows with the bytes that arrive, not with the size its prefix
-        # announces: a peer that announces socket.request.max.bytes and sends nothing more
-        # holds no more memory than it sent.
-        frame_buf = bytearray(self._buf[4:])
+        # A large frame is received straight into a buffer of its own, which grows with the
+        # bytes that arrive, not with the size its prefix announces: a peer that announces
+        # socket.request.max.bytes and sends nothing more holds at most _FRAME_STEP more
+        # than it sent. A producer's request (up to 1 MB from librdkafka) fits the first step.
+        frame_buf = bytearray(min(size, have + _FRAME_STEP))
+        frame_buf[:have] = memoryview(self._buf)[4:]
         self._buf.clear()
-        chunk = self._chunk_view
-        while len(frame_buf) < size:
-            n = await self._recv_into(chunk[: min(len(chunk), size - len(frame_buf))])
+        filled = have
+        while filled < size:
+            if filled == len(frame_buf):
+                grown = bytearray(min(size, 2 * filled))
+                grown[:filled] = frame_buf
+                frame_buf = grown
+            n = await self._recv_into(memoryview(frame_buf)[filled:])
             if n == 0:
                 raise ConnectionClosed("peer closed the connection mid-request")
-            frame_buf += chunk[:n]
+            filled += n
         return memoryview(frame_buf)
 
     async def send(self, chunks: Sequence[Any]) -> None:

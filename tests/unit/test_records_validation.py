@@ -48,6 +48,15 @@ def test_valid_batch_is_passed_through_as_a_copy():
     assert isinstance(out, bytearray) and out == data
 
 
+def test_valid_batch_in_a_writable_request_is_passed_on_in_place():
+    """The broker reads requests into writable buffers: the log assigns offsets right there."""
+    frame = bytearray(b"head" + build_batch(records()))
+    out = validate(memoryview(frame)[4:])
+    assert isinstance(out, memoryview) and out == frame[4:]
+    b.set_base_offset(out, 0, 42)
+    assert b.parse_header(frame, 4).base_offset == 42
+
+
 def test_kafka_python_batch_is_accepted():
     builder = KpBuilder(2, Codec.LZ4, False, 1000, 0, 0, 1 << 20)
     for r in records(5):
