@@ -275,21 +275,50 @@ class Connection:
         if self.tls is not None:
             await self._send_by_reading(in_fd, offset, remaining)
             return
-        while remaining > 0:
+        try:
+            sent = os.sendfile(out_fd, in_fd, offset, remaining)
+        except BlockingIOError:
+            sent = None
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.ENOSYS):
+                await self._send_by_reading(in_fd, offset, remaining)
+                return
+            raise
+        if sent == 0:
+            raise ConnectionClosed("log file ended before the region did")
+        if sent == remaining:
+            return
+        # The rest goes as the socket drains, a socket buffer's worth at a time (10,000 times a
+        # second at 1 GB/s): each writable event sends from the event loop's callback itself,
+        # with no task switch, future or exception per wake-up.
+        offset += sent or 0
+        remaining -= sent or 0
+        done = self.loop.create_future()
+
+        def send_more() -> None:
+            nonlocal offset, remaining
+            if done.done():
+                return
             try:
-                sent = os.sendfile(out_fd, in_fd, offset, remaining)
+                n = os.sendfile(out_fd, in_fd, offset, remaining)
             except BlockingIOError:
-                await self._writable()
-                continue
+                return
             except OSError as e:
-                if e.errno in (errno.EINVAL, errno.ENOSYS):
-                    await self._send_by_reading(in_fd, offset, remaining)
-                    return
-                raise
-            if sent == 0:
-                raise ConnectionClosed("log file ended before the region did")
-            offset += sent
-            remaining -= sent
+                done.set_exception(e)
+                return
+            if n == 0:
+                done.set_exception(ConnectionClosed("log file ended before the region did"))
+                return
+            offset += n
+            remaining -= n
+            if remaining == 0:
+                done.set_result(None)
+
+        self.loop.add_writer(out_fd, send_more)
+        try:
+            await done
+        finally:
+            self.loop.remove_writer(out_fd)
 
     async def _send_by_reading(self, fd: int, offset: int, remaining: int) -> None:
         while remaining > 0:
@@ -299,15 +328,6 @@ class Connection:
             await self._sendall(data)
             offset += len(data)
             remaining -= len(data)
-
-    async def _writable(self) -> None:
-        fut = self.loop.create_future()
-        fd = self.sock.fileno()
-        self.loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
-        try:
-            await fut
-        finally:
-            self.loop.remove_writer(fd)
 
     def close(self) -> None:
         if not self.closed:
