@@ -339,7 +339,7 @@ class Connection:
             try:
                 if push():
                     done.set_result(None)
-            except (OSError, ConnectionClosed) as e:
+            except Exception as e:  # noqa: BLE001 - raised where the response is awaited
                 done.set_exception(e)
 
         self.loop.add_writer(out_fd, on_writable)
