@@ -135,6 +135,8 @@ def deploy(
 ) -> Deployment:
     """A started deployment: one broker, or three brokers with replication between them (Odradek
     with one ZooKeeper server, Kafka as three KRaft nodes that are brokers and controllers)."""
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown system {system!r}: one of {', '.join(SYSTEMS)}")
     workdir = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{system.lower()}-"))
     extra = dict(settings or {})
     if system == "Kafka":
