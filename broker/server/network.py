@@ -174,6 +174,10 @@ class Connection:
         # Whether quotas leave this connection's requests unthrottled, with what the answer
         # depends on (quota configs' version, principal, client id): the dispatcher's to keep.
         self.unthrottled: tuple[tuple[int, str, str], bool] | None = None
+        self._fd = sock.fileno()
+        # The readable callback (plaintext only; see _readable) and the task it wakes.
+        self._reading = False
+        self._waiter: asyncio.Future[None] | None = None
         self._buf = bytearray()
         self._chunk = bytearray(_RECV_CHUNK)
         self._chunk_view = memoryview(self._chunk)
@@ -218,7 +222,41 @@ class Connection:
                 return await self.tls.recv_into(view)
             except TlsClosed as e:
                 raise ConnectionClosed(str(e)) from e
-        return await self.loop.sock_recv_into(self.sock, view)
+        sock = self.sock
+        while True:
+            try:
+                return sock.recv_into(view)
+            except (BlockingIOError, InterruptedError):
+                pass
+            if self.closed:
+                raise ConnectionClosed("connection closed")
+            await self._readable()
+
+    def _readable(self) -> asyncio.Future[None]:
+        """A future done once the socket has bytes to read. The reader stays registered while
+        the connection waits for request after request: uvloop makes and closes a poll handle
+        with five or six epoll_ctl calls for every reader added and removed, which
+        sock_recv_into did once per request. It is removed when it fires with no one waiting
+        (a request arrived while the previous one is handled, or the channel is muted): the
+        bytes then wait in the kernel's buffer, which holds back the client."""
+        waiter = self.loop.create_future()
+        self._waiter = waiter
+        if not self._reading:
+            self.loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+        return waiter
+
+    def _on_readable(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is None or waiter.done():
+            self._stop_reading()
+        else:
+            waiter.set_result(None)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self.loop.remove_reader(self._fd)
 
     async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
         if self.tls is not None:
@@ -360,6 +398,13 @@ class Connection:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            try:
+                self._stop_reading()
+            except RuntimeError:  # the loop is closed already
+                pass
+            waiter, self._waiter = self._waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(ConnectionClosed("connection closed"))
             try:
                 self.sock.close()
             except OSError:
