@@ -322,12 +322,25 @@ def test_transactions_need_transactional_id_and_group_acls(secured: AclBroker) -
     with Raw(secured, "alice") as alice:
         found = alice.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
         assert found["error_code"] == 0
-        described = alice.call(
-            ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, unique("other")]}
+
+        def described() -> list[dict[str, Any]]:
+            return alice.call(
+                ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id, unique("other")]}
+            )["transaction_states"]
+
+        states = described()
+        assert [s["error_code"] for s in states] == [
+            0,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ]
+        # As in Kafka, EndTxn answers once PrepareCommit is written; the markers follow.
+        assert states[0]["transaction_state"] in ("PrepareCommit", "CompleteCommit")
+        wait_until(
+            lambda: described()[0]["transaction_state"] == "CompleteCommit",
+            timeout=30,
+            interval=0.05,
+            what="the transaction's markers",
         )
-        codes = [s["error_code"] for s in described["transaction_states"]]
-        assert codes == [0, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
-        assert described["transaction_states"][0]["transaction_state"] == "CompleteCommit"
         listed = alice.call(
             ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": []}
         )

@@ -27,6 +27,7 @@ from odradek.broker.client.admin import AdminClient
 from odradek.broker.client.blocking import BlockingConnection
 from odradek.broker.protocol.api_keys import ApiKey
 from odradek.broker.storage.txn_index import ENTRY_SIZE
+from polling import wait_until
 
 HERE = Path(__file__).resolve().parent
 # Kafka's tool runner, shared with the Java client tests (kafka_libs comes from conftest).
@@ -360,8 +361,14 @@ def test_transactions_cli_admin_and_kafka_transactions_tool(
     (fields,) = [ln.split() for ln in producers.splitlines()[1:] if ln.split()[:1] == [row[2]]]
     assert (fields[1], fields[3], fields[5]) == ("0", "0", "0")
     p.commit_transaction(TIMEOUT)
-    assert cli("describe", "--transactional-id", txn_id).splitlines()[1].split()[4] == (
-        "CompleteCommit"
+    # EndTxn answers once PrepareCommit is written, as in Kafka; the markers follow.
+    wait_until(
+        lambda: (
+            cli("describe", "--transactional-id", txn_id).splitlines()[1].split()[4]
+            == "CompleteCommit"
+        ),
+        timeout=30,
+        what="the transaction's markers",
     )
     assert txn_id in kafka(TRANSACTIONS_TOOL, "list").stdout
 
