@@ -84,9 +84,9 @@ def _coalesced(head: bytes, chunks: Sequence[Any]) -> list[memoryview | FileRegi
     return parts
 
 
-def _read_region(region: FileRegion, skip: int) -> bytes:
-    """A region's bytes from `skip` on, read from its file."""
-    size = region.size - skip
+def _read_region(region: FileRegion, skip: int, size: int) -> bytes:
+    """`size` bytes of a region from `skip` on, read from its file: where sendfile cannot go
+    (TLS, a file system without it)."""
     data = os.pread(region.fileno(), size, region.position + skip)
     if len(data) != size:
         raise ConnectionClosed("log file ended before the region did")
@@ -321,7 +321,7 @@ class Connection:
             if isinstance(part, memoryview):
                 await self._sendall(part)
             else:
-                await self._send_by_reading(part.fileno(), part.position, part.size)
+                await self._send_by_reading(part)
 
     async def _send_parts(self, parts: list[memoryview | FileRegion]) -> None:
         """Plaintext: bytes with send() and file regions with sendfile(), in order, as far as
@@ -329,7 +329,7 @@ class Connection:
         Registering a writer costs uvloop five or six epoll_ctl calls (it makes a poll handle
         for the socket and closes it again): once per response, not once per region."""
         sock = self.sock
-        out_fd = sock.fileno()
+        out_fd = self._fd
         index = pos = 0
 
         def push() -> bool:
@@ -355,7 +355,7 @@ class Connection:
                         if e.errno not in (errno.EINVAL, errno.ENOSYS):
                             raise
                         # A file system without sendfile: read the rest of the region.
-                        parts[index] = memoryview(_read_region(part, pos))
+                        parts[index] = memoryview(_read_region(part, pos, part.size - pos))
                         pos = 0
                         continue
                     if sent == 0:
@@ -386,14 +386,13 @@ class Connection:
         finally:
             self.loop.remove_writer(out_fd)
 
-    async def _send_by_reading(self, fd: int, offset: int, remaining: int) -> None:
-        while remaining > 0:
-            data = os.pread(fd, min(remaining, 1 << 20), offset)
-            if not data:
-                raise ConnectionClosed("log file ended before the region did")
+    async def _send_by_reading(self, region: FileRegion) -> None:
+        """A region read and sent 1 MiB at a time (TLS: the kernel cannot encrypt sendfile)."""
+        done = 0
+        while done < region.size:
+            data = _read_region(region, done, min(region.size - done, 1 << 20))
             await self._sendall(data)
-            offset += len(data)
-            remaining -= len(data)
+            done += len(data)
 
     def close(self) -> None:
         if not self.closed:
