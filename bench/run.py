@@ -325,6 +325,39 @@ def writeback_held(meta: dict) -> Iterator[None]:
             (vm / chosen).write_text(before[chosen])
 
 
+# Free page reporting (virtio-balloon; this machine's kernel has it on, order 9): the guest hands
+# free 2 MiB blocks back to the host, and a page cache grown over them again faults each page
+# in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,050-2,400 MB/s from one
+# fill to the next with it on, 4,650-4,800 MB/s every time with it off (see bench/README.md).
+PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+
+
+@contextmanager
+def page_reporting_held(meta: dict) -> Iterator[None]:
+    """No free page reporting during the run (root only, where the kernel has it): its order is
+    set above the largest block the allocator keeps, and the kernel's own order is put back."""
+    try:
+        before = PAGE_REPORTING_ORDER.read_text().strip()
+        # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
+        orders = len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+        PAGE_REPORTING_ORDER.write_text(str(orders))
+    except FileNotFoundError:
+        meta["page_reporting"] = "not in this kernel"
+        yield
+        return
+    except OSError as exc:
+        meta["page_reporting"] = f"the kernel's (not changed: {exc.strerror})"
+        print(f"bench: free page reporting stays on ({exc.strerror}); rows writing gigabytes"
+              " will move with the host's page faults", flush=True)  # fmt: skip
+        yield
+        return
+    meta["page_reporting"] = f"off (page_reporting_order={orders}; the kernel's: {before})"
+    try:
+        yield
+    finally:
+        PAGE_REPORTING_ORDER.write_text(before)
+
+
 def machine() -> dict:
     def git(*args: str) -> str:
         out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
@@ -358,7 +391,9 @@ def write(
         f"{'quick' if plan.quick else 'full'} run of {meta['minutes']} min, {plan.repeats} "
         f"repeat(s): median (min–max). Client: confluent-kafka {meta['confluent_kafka']} "
         f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
-        f"Python {meta['python']}, load average at start {meta['load_at_start']}. "
+        f"Python {meta['python']}, load average at start {meta['load_at_start']}; page cache "
+        f"writeback: {meta.get('writeback', '?')}; free page reporting: "
+        f"{meta.get('page_reporting', '?')}. "
         "↑ higher is better, ↓ lower is better; a bold ratio is a row where Odradek is behind.\n"
     )
     written = report.write(results, folder, meta, header)
@@ -419,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     try:
-        with writeback_held(meta):
+        with writeback_held(meta), page_reporting_held(meta):
             for kind, group in deployments(chosen, plan.quick):
                 run_kind(kind, group, systems, plan, results, args.kafka_heap)
                 write(results, folder, meta, plan, began, final=False)
