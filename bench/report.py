@@ -37,6 +37,16 @@ class Row:
             return None
         return o[0] / k[0]
 
+    def paired_ratio(self) -> float | None:
+        """The median of each repeat's Odradek/Kafka: a repeat's two values were measured
+        seconds apart (bench/baton.py), so the machine's slow and fast stretches, which move
+        both systems' medians from one run to the next, mostly cancel. None unless both
+        systems have every repeat (a failed one would pair the wrong values)."""
+        k, o = self.values.get("Kafka"), self.values.get("Odradek")
+        if not k or not o or len(k) != len(o) or 0 in k:
+            return None
+        return statistics.median(b / a for a, b in zip(k, o, strict=True))
+
     def odradek_behind(self) -> bool:
         r = self.ratio()
         if r is None:
@@ -77,6 +87,7 @@ class Results:
                     None if s is None else dict(zip(("median", "min", "max"), s, strict=True))
                 )
             item["ratio"] = row.ratio()
+            item["paired_ratio"] = row.paired_ratio()
             out.append(item)
         return out
 
@@ -103,18 +114,20 @@ def cell(row: Row, system: str) -> str:
 
 def table(results: Results) -> str:
     lines = [
-        "| scenario | measurement | unit | Kafka | Odradek | Odradek/Kafka |",
-        "|---|---|---|---:|---:|---:|",
+        "| scenario | measurement | unit | Kafka | Odradek | Odradek/Kafka | paired |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
     for row in results.rows.values():
         r = row.ratio()
         ratio = "–" if r is None else f"{r:.2f}"
         if r is not None and row.odradek_behind():
             ratio = f"**{ratio}**"
+        p = row.paired_ratio()
+        paired = "–" if p is None or len(row.values["Kafka"]) < 2 else f"{p:.2f}"
         better = "↑" if row.higher_is_better else "↓"
         lines.append(
             f"| {row.scenario} | {row.label} | {row.unit} {better} | {cell(row, 'Kafka')} "
-            f"| {cell(row, 'Odradek')} | {ratio} |"
+            f"| {cell(row, 'Odradek')} | {ratio} | {paired} |"
         )
     notes = []
     for row in results.rows.values():
