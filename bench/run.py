@@ -327,7 +327,7 @@ def writeback_held(meta: dict) -> Iterator[None]:
 
 # Free page reporting (virtio-balloon; this machine's kernel has it on, order 9): the guest hands
 # free 2 MiB blocks back to the host, and a page cache grown over them again faults each page
-# in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,050-2,400 MB/s from one
+# in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,000-2,400 MB/s from one
 # fill to the next with it on, 4,650-4,800 MB/s every time with it off (see bench/README.md).
 PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
 
