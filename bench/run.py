@@ -301,6 +301,13 @@ def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> N
 WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
 
 
+def left_as_is(meta: dict, setting: str, exc: OSError, consequence: str) -> None:
+    """A kernel setting the run could not change (not root): said once, and kept in meta."""
+    meta[setting] = f"the kernel's (not changed: {exc.strerror})"
+    print(f"bench: {setting.replace('_', ' ')} stays the kernel's ({exc.strerror}); "
+          f"{consequence}", flush=True)  # fmt: skip
+
+
 @contextmanager
 def writeback_held(meta: dict) -> Iterator[None]:
     """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
@@ -311,9 +318,7 @@ def writeback_held(meta: dict) -> Iterator[None]:
         for name, value in WRITEBACK.items():
             (vm / name).write_text(value)
     except OSError as exc:
-        meta["writeback"] = f"kernel settings (not changed: {exc.strerror})"
-        print(f"bench: the page cache's writeback thresholds stay the kernel's ({exc.strerror});"
-              " rows writing gigabytes will move with the disk", flush=True)  # fmt: skip
+        left_as_is(meta, "writeback", exc, "rows writing gigabytes will move with the disk")
         yield
         return
     meta["writeback"] = ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
@@ -346,9 +351,8 @@ def page_reporting_held(meta: dict) -> Iterator[None]:
         yield
         return
     except OSError as exc:
-        meta["page_reporting"] = f"the kernel's (not changed: {exc.strerror})"
-        print(f"bench: free page reporting stays on ({exc.strerror}); rows writing gigabytes"
-              " will move with the host's page faults", flush=True)  # fmt: skip
+        left_as_is(meta, "page_reporting", exc,
+                   "rows writing gigabytes will move with the host's page faults")  # fmt: skip
         yield
         return
     meta["page_reporting"] = f"off (page_reporting_order={orders}; the kernel's: {before})"
