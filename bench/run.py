@@ -23,8 +23,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -33,6 +33,7 @@ import report
 import scenarios as sc
 from baton import Baton
 from confluent_kafka import libversion
+from kernel_settings import page_reporting_held, restore_left_behind, writeback_held
 from odradek.broker.testing.processes import descendants
 from systems import SYSTEMS, Deployment, deploy
 
@@ -293,75 +294,6 @@ def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> N
               flush=True)  # fmt: skip
 
 
-# Dirty page cache the kernel may hold before it writes back (percent of available memory).
-# With its defaults (10 and 20) a 4 s produce phase of 10 KiB records (3-4 GB) crossed the
-# background threshold (2.2 GB here) and ran while the disk wrote (Odradek's row 81,500 to
-# 92,300 records/s, 90,400 to 95,100 with these). Higher thresholds keep every phase in memory;
-# the harness syncs between phases (scenarios.write_back).
-WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
-
-
-def left_as_is(meta: dict, setting: str, exc: OSError, consequence: str) -> None:
-    """A kernel setting the run could not change (not root): said once, and kept in meta."""
-    meta[setting] = f"the kernel's (not changed: {exc.strerror})"
-    print(f"bench: {setting.replace('_', ' ')} stays the kernel's ({exc.strerror}); "
-          f"{consequence}", flush=True)  # fmt: skip
-
-
-@contextmanager
-def writeback_held(meta: dict) -> Iterator[None]:
-    """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
-    vm = Path("/proc/sys/vm")
-    names = [*WRITEBACK, "dirty_background_bytes", "dirty_bytes"]
-    try:
-        before = {n: (vm / n).read_text().strip() for n in names}
-        for name, value in WRITEBACK.items():
-            (vm / name).write_text(value)
-    except OSError as exc:
-        left_as_is(meta, "writeback", exc, "rows writing gigabytes will move with the disk")
-        yield
-        return
-    meta["writeback"] = ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
-    try:
-        yield
-    finally:
-        for name in ("dirty_background", "dirty"):  # a ratio, or bytes when those were set
-            chosen = f"{name}_bytes" if before[f"{name}_bytes"] != "0" else f"{name}_ratio"
-            (vm / chosen).write_text(before[chosen])
-
-
-# Free page reporting (virtio-balloon; this machine's kernel has it on, order 9): the guest hands
-# free 2 MiB blocks back to the host, and a page cache grown over them again faults each page
-# in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,000-2,400 MB/s from one
-# fill to the next with it on, 4,650-4,800 MB/s every time with it off (see bench/README.md).
-PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
-
-
-@contextmanager
-def page_reporting_held(meta: dict) -> Iterator[None]:
-    """No free page reporting during the run (root only, where the kernel has it): its order is
-    set above the largest block the allocator keeps, and the kernel's own order is put back."""
-    try:
-        before = PAGE_REPORTING_ORDER.read_text().strip()
-        # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
-        orders = len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
-        PAGE_REPORTING_ORDER.write_text(str(orders))
-    except FileNotFoundError:
-        meta["page_reporting"] = "not in this kernel"
-        yield
-        return
-    except OSError as exc:
-        left_as_is(meta, "page_reporting", exc,
-                   "rows writing gigabytes will move with the host's page faults")  # fmt: skip
-        yield
-        return
-    meta["page_reporting"] = f"off (page_reporting_order={orders}; the kernel's: {before})"
-    try:
-        yield
-    finally:
-        PAGE_REPORTING_ORDER.write_text(before)
-
-
 def machine() -> dict:
     def git(*args: str) -> str:
         out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
@@ -457,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     results = report.Results()
     began = time.monotonic()
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+    restore_left_behind()
     try:
         with writeback_held(meta), page_reporting_held(meta):
             for kind, group in deployments(chosen, plan.quick):

@@ -1,0 +1,162 @@
+"""The kernel settings a bench run changes for its length (root only), and how they go back.
+
+The values to put back wait in a journal file until they are put back: a harness killed with
+SIGKILL (no `finally` runs) leaves the machine's settings changed, and the next run restores
+them before anything else. The journal names the boot it was written in, so a reboot (which
+resets the settings itself) discards it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+JOURNAL = Path(tempfile.gettempdir()) / "odradek-bench-kernel-settings.json"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+VM = Path("/proc/sys/vm")
+
+# Dirty page cache the kernel may hold before it writes back (percent of available memory).
+# With its defaults (10 and 20) a 4 s produce phase of 10 KiB records (3-4 GB) crossed the
+# background threshold (2.2 GB here) and ran while the disk wrote (Odradek's row 81,500 to
+# 92,300 records/s, 90,400 to 95,100 with these). Higher thresholds keep every phase in memory;
+# the harness syncs between phases (scenarios.write_back).
+WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
+
+# Free page reporting (virtio-balloon; this machine's kernel has it on, order 9): the guest hands
+# free 2 MiB blocks back to the host, and a page cache grown over them again faults each page
+# in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,000-2,400 MB/s from one
+# fill to the next with it on, 4,650-4,800 MB/s every time with it off (see bench/README.md).
+PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+
+
+def _boot() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _journal() -> dict[str, str]:
+    """Setting file -> value to put back, as this boot's runs left them."""
+    try:
+        kept = json.loads(JOURNAL.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(kept, dict) or kept.get("boot") != _boot():
+        return {}
+    return dict(kept.get("restore", {}))
+
+
+def _keep(restore: dict[str, str]) -> None:
+    """Write the journal: what still waits to be put back (none: the file goes)."""
+    if not restore:
+        JOURNAL.unlink(missing_ok=True)
+        return
+    JOURNAL.write_text(json.dumps({"boot": _boot(), "restore": restore}, indent=1))
+
+
+def _forget(restore: dict[str, str]) -> None:
+    _keep({k: v for k, v in _journal().items() if k not in restore})
+
+
+def _put_back(restore: dict[str, str]) -> None:
+    """Write the values back, then drop them from the journal."""
+    for path, value in restore.items():
+        Path(path).write_text(value)
+    _forget(restore)
+
+
+def restore_left_behind() -> None:
+    """Put back what a killed run left changed (said when there was any)."""
+    left = _journal()
+    if not left:
+        return
+    try:
+        _put_back(left)
+    except OSError as exc:
+        print(f"bench: could not put back the kernel settings a killed run left ({JOURNAL}): "
+              f"{exc.strerror}", flush=True)  # fmt: skip
+        return
+    settings = ", ".join(f"{Path(p).name}={v}" for p, v in left.items())
+    print(f"bench: a run killed before its end had left kernel settings changed; put back "
+          f"{settings}", flush=True)  # fmt: skip
+
+
+@contextmanager
+def _held(changes: dict[Path, str], restore: dict[Path, str]) -> Iterator[None]:
+    """`changes` written for the block and `restore` after it, journalled before the first
+    change; OSError (not root) when the first change cannot be written."""
+    back = {str(p): v for p, v in restore.items()}
+    _keep({**_journal(), **back})
+    written = 0
+    try:
+        for path, value in changes.items():
+            path.write_text(value)
+            written += 1
+    except OSError:
+        if written:
+            _put_back(back)
+        else:
+            _forget(back)
+        raise
+    try:
+        yield
+    finally:
+        _put_back(back)
+
+
+def left_as_is(meta: dict, setting: str, exc: OSError, consequence: str) -> None:
+    """A kernel setting the run could not change (not root): said once, and kept in meta."""
+    meta[setting] = f"the kernel's (not changed: {exc.strerror})"
+    print(f"bench: {setting.replace('_', ' ')} stays the kernel's ({exc.strerror}); "
+          f"{consequence}", flush=True)  # fmt: skip
+
+
+@contextmanager
+def writeback_held(meta: dict) -> Iterator[None]:
+    """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
+    stack = ExitStack()
+    try:
+        before = {n: (VM / n).read_text().strip() for n in [*WRITEBACK, "dirty_background_bytes",
+                                                             "dirty_bytes"]}  # fmt: skip
+        restore = {}
+        for name in ("dirty_background", "dirty"):  # a ratio, or bytes when those were set
+            chosen = f"{name}_bytes" if before[f"{name}_bytes"] != "0" else f"{name}_ratio"
+            restore[VM / chosen] = before[chosen]
+        stack.enter_context(_held({VM / k: v for k, v in WRITEBACK.items()}, restore))
+    except OSError as exc:
+        left_as_is(meta, "writeback", exc, "rows writing gigabytes will move with the disk")
+        yield
+        return
+    meta["writeback"] = ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
+    with stack:
+        yield
+
+
+@contextmanager
+def page_reporting_held(meta: dict) -> Iterator[None]:
+    """No free page reporting during the run (root only, where the kernel has it): its order is
+    set above the largest block the allocator keeps, and the kernel's own order is put back."""
+    stack = ExitStack()
+    try:
+        before = PAGE_REPORTING_ORDER.read_text().strip()
+        # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
+        orders = len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+        stack.enter_context(
+            _held({PAGE_REPORTING_ORDER: str(orders)}, {PAGE_REPORTING_ORDER: before})
+        )
+    except FileNotFoundError:
+        meta["page_reporting"] = "not in this kernel"
+        yield
+        return
+    except OSError as exc:
+        left_as_is(meta, "page_reporting", exc,
+                   "rows writing gigabytes will move with the host's page faults")  # fmt: skip
+        yield
+        return
+    meta["page_reporting"] = f"off (page_reporting_order={orders}; the kernel's: {before})"
+    with stack:
+        yield
