@@ -28,6 +28,7 @@ import sys
 import time
 import uuid
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import (
@@ -112,6 +113,11 @@ def produce(args: argparse.Namespace) -> dict:
         "enable.idempotence": args.idempotent,
         "client.id": "odradek-bench-producer",
     }
+    # As fast as can, unstamped: whole lists of records per call and delivery reports for
+    # failures only (see send_batches); paced or stamped records go one by one.
+    batched = not args.rate and not args.stamp
+    if batched:
+        conf["delivery.report.only.error"] = True
     producer = Producer(conf)
     # Several distinct payloads, so no layer can get away with caching one buffer.
     values = payloads(args.size, args.payload)
@@ -151,28 +157,34 @@ def produce(args: argparse.Namespace) -> dict:
     stop_at = start + (args.seconds or args.duration)
     limit = args.records if not args.seconds else sys.maxsize
     interval = 1.0 / args.rate if args.rate else 0.0
-    while sent < limit:
-        now = time.perf_counter()
-        if now >= stop_at:
-            break
-        if interval and now < start + sent * interval:
-            producer.poll(min(start + sent * interval - now, 0.001))
-            continue
-        value = values[sent & 15]
-        if args.stamp:
-            value = STAMP.pack(time.time()) + value[STAMP.size :]
-        try:
-            # -1: the client's partitioner picks (librdkafka's RD_KAFKA_PARTITION_UA)
-            partition = sent % count if args.even else -1
-            producer.produce(args.topic, value, partition=partition, on_delivery=on_delivery)
-            sent += 1
-        except BufferError:
-            producer.poll(0.05)
-            continue
-        if sent & 1023 == 0 or interval:
-            producer.poll(0)
+    if batched:
+        sent = send_batches(producer, args.topic, values, count if args.even else 0, limit,
+                            stop_at, on_delivery)  # fmt: skip
+    else:
+        while sent < limit:
+            now = time.perf_counter()
+            if now >= stop_at:
+                break
+            if interval and now < start + sent * interval:
+                producer.poll(min(start + sent * interval - now, 0.001))
+                continue
+            value = values[sent & 15]
+            if args.stamp:
+                value = STAMP.pack(time.time()) + value[STAMP.size :]
+            try:
+                # -1: the client's partitioner picks (librdkafka's RD_KAFKA_PARTITION_UA)
+                partition = sent % count if args.even else -1
+                producer.produce(args.topic, value, partition=partition, on_delivery=on_delivery)
+                sent += 1
+            except BufferError:
+                producer.poll(0.05)
+                continue
+            if sent & 1023 == 0 or interval:
+                producer.poll(0)
     remaining = producer.flush(max(args.duration, 30.0))
     elapsed = time.perf_counter() - start
+    if batched:  # flushed: every record queued was delivered, failed (reported) or is left
+        delivered = sent - failed - remaining
     return {
         "phase": "produce",
         "sent": sent,
@@ -185,6 +197,48 @@ def produce(args: argparse.Namespace) -> dict:
         "end_wall": time.time(),
         "error": first_error,
     }
+
+
+BATCH = 1000  # records per produce_batch() call
+
+
+def send_batches(
+    producer: Producer,
+    topic: str,
+    values: list[bytes],
+    partitions: int,
+    limit: int,
+    stop_at: float,
+    on_delivery: Callable[[object, object], None],
+) -> int:
+    """Queue up to `limit` records until `stop_at` with produce_batch(), BATCH records a
+    round; the records queued. Values cycle through `values`. With `partitions`, a round
+    gives each partition its share (the client takes a list's partition from the call, not
+    from its records), and the last round splits what is left evenly; without, the client's
+    partitioner picks. One produce() and one delivery callback per record cost the Python
+    client about 1.7 us a record, which capped a producer at 600,000 records of 100 B a second
+    on either system (bench/README.md, "Phase length"). A full queue takes what fits of a
+    list; the next round offers the whole list again."""
+    targets = list(range(partitions)) if partitions else [-1]  # -1: the partitioner picks
+    share = -(-BATCH // len(targets))
+    lists = [[{"value": values[i % len(values)]} for i in range(share)] for _ in targets]
+    sent = 0
+    while sent < limit and time.perf_counter() < stop_at:
+        left = limit - sent
+        full = 0
+        for index, (partition, records) in enumerate(zip(targets, lists, strict=True)):
+            if left < share * len(targets):  # the last round: an even split of the rest
+                records = records[: left // len(targets) + (index < left % len(targets))]
+            if not records:
+                continue
+            queued = producer.produce_batch(topic, records, partition, on_delivery=on_delivery)
+            sent += queued
+            if queued < len(records):
+                full += 1
+                for record in records:
+                    record.pop("_error", None)
+        producer.poll(0.05 if full else 0)
+    return sent
 
 
 def txn_produce(args: argparse.Namespace) -> dict:
