@@ -85,10 +85,14 @@ def _answer_topic(
             if state.leader == partition.local_broker_id and (
                 wanted_epoch < 0 or wanted_epoch == epoch
             ):
-                if _hw_lagging(partition, from_client):
+                # _hw_lagging and _fetchable, inlined: this loop runs once per partition.
+                log = partition.log
+                if not from_client:
+                    offset = log.log_end_offset
+                elif partition.leader_epoch_start_offset > (hw := log.high_watermark):
                     offset = -1  # the general path below tells the error
                 else:
-                    offset = _fetchable(partition, from_client, committed)
+                    offset = partition.last_stable_offset if committed else hw
                 if offset >= 0:
                     if v0:
                         append({"partition_index": index, "error_code": 0, "offset": offset,
