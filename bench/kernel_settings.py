@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 JOURNAL = Path(tempfile.gettempdir()) / "odradek-bench-kernel-settings.json"
@@ -108,55 +108,59 @@ def _held(changes: dict[Path, str], restore: dict[Path, str]) -> Iterator[None]:
         _put_back(back)
 
 
-def left_as_is(meta: dict, setting: str, exc: OSError, consequence: str) -> None:
-    """A kernel setting the run could not change (not root): said once, and kept in meta."""
-    meta[setting] = f"the kernel's (not changed: {exc.strerror})"
-    print(f"bench: {setting.replace('_', ' ')} stays the kernel's ({exc.strerror}); "
-          f"{consequence}", flush=True)  # fmt: skip
-
-
 @contextmanager
-def writeback_held(meta: dict) -> Iterator[None]:
-    """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
+def _setting_held(
+    meta: dict, setting: str, plan: Callable[[], tuple[dict[Path, str], dict[Path, str], str]],
+    consequence: str,
+) -> Iterator[None]:  # fmt: skip
+    """One setting changed for the block (root only). `plan` reads the kernel's values and
+    returns (changes, what to put back, how meta[setting] describes the run's value); a
+    setting this kernel lacks, or cannot be changed (not root), is said and left as it is."""
     stack = ExitStack()
     try:
-        before = {n: (VM / n).read_text().strip() for n in [*WRITEBACK, "dirty_background_bytes",
-                                                             "dirty_bytes"]}  # fmt: skip
+        changes, restore, described = plan()
+        stack.enter_context(_held(changes, restore))
+    except FileNotFoundError:
+        meta[setting] = "not in this kernel"
+        yield
+        return
+    except OSError as exc:
+        meta[setting] = f"the kernel's (not changed: {exc.strerror})"
+        print(f"bench: {setting.replace('_', ' ')} stays the kernel's ({exc.strerror}); "
+              f"{consequence}", flush=True)  # fmt: skip
+        yield
+        return
+    meta[setting] = described
+    with stack:
+        yield
+
+
+def writeback_held(meta: dict) -> AbstractContextManager[None]:
+    """WRITEBACK for the run (root only), the kernel's own settings back afterwards."""
+
+    def plan() -> tuple[dict[Path, str], dict[Path, str], str]:
+        names = [*WRITEBACK, "dirty_background_bytes", "dirty_bytes"]
+        before = {n: (VM / n).read_text().strip() for n in names}
         restore = {}
         for name in ("dirty_background", "dirty"):  # a ratio, or bytes when those were set
             chosen = f"{name}_bytes" if before[f"{name}_bytes"] != "0" else f"{name}_ratio"
             restore[VM / chosen] = before[chosen]
-        stack.enter_context(_held({VM / k: v for k, v in WRITEBACK.items()}, restore))
-    except OSError as exc:
-        left_as_is(meta, "writeback", exc, "rows writing gigabytes will move with the disk")
-        yield
-        return
-    meta["writeback"] = ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
-    with stack:
-        yield
+        changes = {VM / k: v for k, v in WRITEBACK.items()}
+        return changes, restore, ", ".join(f"vm.{k}={v}" for k, v in WRITEBACK.items())
+
+    return _setting_held(meta, "writeback", plan, "rows writing gigabytes will move with the disk")
 
 
-@contextmanager
-def page_reporting_held(meta: dict) -> Iterator[None]:
+def page_reporting_held(meta: dict) -> AbstractContextManager[None]:
     """No free page reporting during the run (root only, where the kernel has it): its order is
     set above the largest block the allocator keeps, and the kernel's own order is put back."""
-    stack = ExitStack()
-    try:
+
+    def plan() -> tuple[dict[Path, str], dict[Path, str], str]:
         before = PAGE_REPORTING_ORDER.read_text().strip()
         # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
         orders = len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
-        stack.enter_context(
-            _held({PAGE_REPORTING_ORDER: str(orders)}, {PAGE_REPORTING_ORDER: before})
-        )
-    except FileNotFoundError:
-        meta["page_reporting"] = "not in this kernel"
-        yield
-        return
-    except OSError as exc:
-        left_as_is(meta, "page_reporting", exc,
-                   "rows writing gigabytes will move with the host's page faults")  # fmt: skip
-        yield
-        return
-    meta["page_reporting"] = f"off (page_reporting_order={orders}; the kernel's: {before})"
-    with stack:
-        yield
+        described = f"off (page_reporting_order={orders}; the kernel's: {before})"
+        return {PAGE_REPORTING_ORDER: str(orders)}, {PAGE_REPORTING_ORDER: before}, described
+
+    return _setting_held(meta, "page_reporting", plan,
+                         "rows writing gigabytes will move with the host's page faults")  # fmt: skip
