@@ -121,15 +121,12 @@ def produce(args: argparse.Namespace) -> dict:
     producer = Producer(conf)
     # Several distinct payloads, so no layer can get away with caching one buffer.
     values = payloads(args.size, args.payload)
-    delivered = 0
     failed = 0
     first_error: str | None = None
 
-    def on_delivery(err, _msg) -> None:
-        nonlocal delivered, failed, first_error
-        if err is None:
-            delivered += 1
-        else:
+    def on_delivery(err, _msg) -> None:  # batched: called for failures only
+        nonlocal failed, first_error
+        if err is not None:
             failed += 1
             if first_error is None:
                 first_error = str(err)
@@ -143,7 +140,7 @@ def produce(args: argparse.Namespace) -> dict:
         for partition in range(count):
             producer.produce(args.topic, values[partition & 15], partition=partition)
         producer.flush(30)
-        delivered = failed = 0
+        failed = 0
         first_error = None
     if args.go_file:  # concurrent producers start together: ready, then wait for the signal
         go = Path(args.go_file)
@@ -183,8 +180,8 @@ def produce(args: argparse.Namespace) -> dict:
                 producer.poll(0)
     remaining = producer.flush(max(args.duration, 30.0))
     elapsed = time.perf_counter() - start
-    if batched:  # flushed: every record queued was delivered, failed (reported) or is left
-        delivered = sent - failed - remaining
+    # Flushed: every record queued was delivered, failed (reported) or is left.
+    delivered = sent - failed - remaining
     return {
         "phase": "produce",
         "sent": sent,
