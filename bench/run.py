@@ -35,6 +35,7 @@ from baton import Baton
 from confluent_kafka import libversion
 from kernel_settings import page_reporting_held, restore_left_behind, writeback_held
 from odradek.broker.testing.processes import descendants
+from profiles import py_spy, recording
 from systems import SYSTEMS, Deployment, deploy
 
 HERE = Path(__file__).resolve().parent
@@ -131,11 +132,11 @@ def deployments(chosen: list[Scenario], quick: bool) -> list[tuple[Kind, list[Sc
 
 
 def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Plan,
-             results: report.Results, heap: str) -> None:  # fmt: skip
+             results: report.Results, heap: str, profiles: Path | None) -> None:  # fmt: skip
     """Every system's servers up side by side, then in each repeat the systems take turns at
     every measurement (the first one changing every repeat): a slow stretch of the machine
     lands on both systems' phases of a row, and each median is taken over repeats spread
-    across the whole kind."""
+    across the whole kind. With `profiles`, one more turn of Odradek's is profiled."""
     began = time.monotonic()
     live: list[Deployment] = []  # every deployment started, to be stopped whatever happens
     interrupted = True
@@ -164,6 +165,10 @@ def run_kind(kind: Kind, chosen: list[Scenario], systems: list[str], plan: sc.Pl
         for ctx in started:
             ctx.scenario = kind.label
             ctx.resources()
+        if profiles is not None:  # after the peak RSS is read
+            for ctx in started:
+                if ctx.system == "Odradek":
+                    profile_turn(ctx, chosen, kind, profiles)
         interrupted = False
     finally:
         for deployment in live:
@@ -257,6 +262,25 @@ def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:
         except Exception as exc:  # noqa: BLE001 - a failed scenario is a result too
             print(f"   {s.name} · {ctx.system} failed: {exc}"[:2000], flush=True)
             ctx.results.error(s.name, "(scenario)", "", True, ctx.system, str(exc))
+
+
+def profile_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, folder: Path) -> None:
+    """After the measured repeats, every scenario once more on Odradek alone with py-spy on each
+    of its brokers: a flame graph per scenario and broker in `folder`
+    (<kind>-<scenario>-<broker>.svg, e.g. single-produce-odradek1.svg). Nothing of this turn is recorded."""
+    profiled = sc.Ctx(ctx.deployment, ctx.plan, report.Results())
+    for s in chosen:
+        profiled.scenario, profiled.repeat, profiled.repeats = s.name, 0, 1
+        pids = {b.name: pid for b in ctx.deployment.brokers if (pid := b.pid) is not None}
+        print(f"   profiling {s.name} · {ctx.system} (not measured)", flush=True)
+        with recording(pids, folder, f"{kind.name}-{s.name}") as written:
+            try:
+                s.run(profiled)
+            except Exception as exc:  # noqa: BLE001 - the flame graph still shows the way there
+                print(f"   {s.name} failed while profiled: {exc}"[:2000], flush=True)
+        for path in written:
+            print(f"   flame graph {path.relative_to(REPO) if path.is_relative_to(REPO) else path}",
+                  flush=True)  # fmt: skip
 
 
 def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> None:
@@ -357,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-topics", type=int,
                         help="topics of 1,000 partitions in partitions-scale (10; quick: 4 of 100)")  # fmt: skip
     parser.add_argument("--system", choices=SYSTEMS, help="measure one system only")
+    parser.add_argument("--profile", action="store_true",
+                        help="then run every scenario once more on Odradek with py-spy on its "
+                             "brokers: flame graphs in the results folder's profiles/")  # fmt: skip
     parser.add_argument("--kafka-heap", default="1g")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
@@ -376,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "java is needed (Apache Kafka, ZooKeeper): apt-get install default-jre-headless"
         )
+    if args.profile and args.system == "Kafka":
+        parser.error("--profile profiles Odradek's brokers: not with --system Kafka")
+    if args.profile and py_spy() is None:
+        parser.error("--profile needs py-spy: pip install py-spy (the bench extra)")
     # Turn SIGTERM into SystemExit so the `finally` blocks stop the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plan = sc.Plan.make(args.quick, args.repeats, args.phase_mb, args.phase_seconds)
@@ -393,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with writeback_held(meta), page_reporting_held(meta):
             for kind, group in deployments(chosen, plan.quick):
-                run_kind(kind, group, systems, plan, results, args.kafka_heap)
+                run_kind(kind, group, systems, plan, results, args.kafka_heap,
+                         folder / "profiles" if args.profile else None)  # fmt: skip
                 write(results, folder, meta, plan, began, final=False)
     finally:
         # Also when interrupted: what was measured so far is kept.
