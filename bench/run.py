@@ -36,7 +36,7 @@ from confluent_kafka import libversion
 from kernel_settings import page_reporting_held, restore_left_behind, writeback_held
 from odradek.broker.testing.processes import descendants
 from profiles import py_spy, recording
-from systems import SYSTEMS, Deployment, deploy
+from systems import SYSTEMS, Deployment, deploy, stop_with_harness
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -421,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     folder = args.results_dir / dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
     restore_left_behind()
+    stop_with_harness()
     try:
         with writeback_held(meta), page_reporting_held(meta):
             for kind, group in deployments(chosen, plan.quick):

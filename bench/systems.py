@@ -46,6 +46,22 @@ CLUSTER = {
     "group.initial.rebalance.delay.ms": "0",
 }
 SYSTEMS = ("Kafka", "Odradek")
+# Every server's command line names its deployment's directory (its config, logs or data),
+# whose name starts with this: the servers this harness process started, and no other run's.
+RUN_TAG = f"odradek-bench-{os.getpid()}-"
+
+
+def stop_with_harness() -> subprocess.Popen:
+    """A watchdog, in a session of its own, that kills every server of this harness once the
+    harness is gone, however it went: a SIGKILL runs no `finally`, and the JVMs and brokers it
+    started would otherwise serve on (and hold gigabytes of page cache) until killed by hand.
+    `tail --pid` polls the harness once a second; after a normal end it finds nothing left."""
+    return subprocess.Popen(
+        ["sh", "-c", 'tail --pid="$1" -f /dev/null; exec pkill -KILL -f -- "$2"',
+         "odradek-bench-watchdog", str(os.getpid()), RUN_TAG],
+        start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def install(script: str) -> Path:
@@ -137,7 +153,7 @@ def deploy(
     with one ZooKeeper server, Kafka as three KRaft nodes that are brokers and controllers)."""
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}: one of {', '.join(SYSTEMS)}")
-    workdir = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{system.lower()}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{RUN_TAG}{system.lower()}-"))
     extra = dict(settings or {})
     if system == "Kafka":
         libs = install("install-kafka.sh")
