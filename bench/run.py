@@ -266,8 +266,8 @@ def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:
 
 def profile_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, folder: Path) -> None:
     """After the measured repeats, every scenario once more on Odradek alone with py-spy on each
-    of its brokers: a flame graph per scenario and broker in `folder`
-    (<kind>-<scenario>-<broker>.svg, e.g. single-produce-odradek1.svg). Nothing of this turn is recorded."""
+    of its brokers: a flame graph per scenario and broker in `folder` (<kind>-<scenario>-
+    <broker>.svg, e.g. single-produce-odradek1.svg). Nothing of this turn is recorded."""
     profiled = sc.Ctx(ctx.deployment, ctx.plan, report.Results())
     for s in chosen:
         profiled.scenario, profiled.repeat, profiled.repeats = s.name, 0, 1
