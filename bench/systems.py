@@ -53,12 +53,15 @@ RUN_TAG = f"odradek-bench-{os.getpid()}-"
 
 def stop_with_harness() -> subprocess.Popen:
     """A watchdog, in a session of its own, that kills every server of this harness once the
-    harness is gone, however it went: a SIGKILL runs no `finally`, and the JVMs and brokers it
-    started would otherwise serve on (and hold gigabytes of page cache) until killed by hand.
-    `tail --pid` polls the harness once a second; after a normal end it finds nothing left."""
+    harness is gone, however it went, and removes their directories: a SIGKILL runs no
+    `finally`, and the JVMs and brokers it started would otherwise serve on, and their logs
+    stay on the disk (gigabytes), until removed by hand. `tail --pid` polls the harness once a
+    second; after a normal end it finds nothing left. The tag goes in the environment, not the
+    command line, so that pkill does not match the watchdog itself."""
     return subprocess.Popen(
-        ["sh", "-c", 'tail --pid="$1" -f /dev/null; exec pkill -KILL -f -- "$2"',
-         "odradek-bench-watchdog", str(os.getpid()), RUN_TAG],
+        ["sh", "-c", 'tail --pid="$1" -f /dev/null; pkill -KILL -f -- "$RUN_TAG"; sleep 1; '
+         'exec rm -rf -- "$RUN_DIRS/$RUN_TAG"*', "odradek-bench-watchdog", str(os.getpid())],
+        env={**os.environ, "RUN_TAG": RUN_TAG, "RUN_DIRS": tempfile.gettempdir()},
         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
