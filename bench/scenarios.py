@@ -29,6 +29,10 @@ HERE = Path(__file__).resolve().parent
 LOADGEN = HERE / "loadgen.py"
 KiB = 1024
 SIZES = (100, KiB, 10 * KiB)
+# glibc's allocator in every load generator: a fixed mmap threshold and no trimming. With its
+# defaults a reader of 10 KiB records gave memory back and faulted it in again for every fetch,
+# and read a quarter slower from either system (bench/README.md, "Phase length").
+CLIENT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
 
 
 # A produce phase sends for a fixed time, not a fixed count: the fast producers sent the former
@@ -138,6 +142,7 @@ class Ctx:
             self.loadgen_command(phase, **options),
             capture_output=True,
             text=True,
+            env=client_env(),
             timeout=3 * bound + 180,
         )
         if out.returncode != 0 or not out.stdout.strip():
@@ -398,10 +403,19 @@ def write_back() -> None:
     os.sync()
 
 
+def client_env() -> dict[str, str]:
+    return {**os.environ, **CLIENT_MALLOC}
+
+
 def spawn(ctx: Ctx, phase: str, count: int, **options: object) -> list[subprocess.Popen[str]]:
     ctx.before_phase()
     return [
-        subprocess.Popen(ctx.loadgen_command(phase, **options), stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            ctx.loadgen_command(phase, **options),
+            stdout=subprocess.PIPE,
+            text=True,
+            env=client_env(),
+        )
         for _ in range(count)
     ]
 
