@@ -30,8 +30,8 @@ LOADGEN = HERE / "loadgen.py"
 KiB = 1024
 SIZES = (100, KiB, 10 * KiB)
 # glibc's allocator in every load generator: a fixed mmap threshold and no trimming. With its
-# defaults a reader of 10 KiB records gave memory back and faulted it in again for every fetch,
-# and read a quarter slower from either system (bench/README.md, "Phase length").
+# defaults a reader of 10 KiB records gave memory back and faulted it in again (three times the
+# page faults) and read a quarter slower from either system (bench/README.md, "Phase length").
 CLIENT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
 
 
