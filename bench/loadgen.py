@@ -42,6 +42,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 STAMP = struct.Struct("<d")  # the producer's wall clock, first 8 bytes of a stamped value
+# A paced producer sleeps at least this long between the records it sends (then sends all that
+# are due, each stamped as it goes): waking for every record, the cluster's 8 producers took 1.1
+# of the machine's 2 cores to offer 10,000 records/s and every process waited for a core
+# (bench/README.md, ninth round).
+PACE_TICK = 0.005
 WORDS = (
     b"order customer amount currency status created updated region product quantity price "
     b"warehouse shipped pending paid refunded EUR USD GBP north south east west alpha beta"
@@ -162,8 +167,9 @@ def produce(args: argparse.Namespace) -> dict:
             now = time.perf_counter()
             if now >= stop_at:
                 break
-            if interval and now < start + sent * interval:
-                producer.poll(min(start + sent * interval - now, 0.001))
+            if interval and (wait := start + sent * interval - now) > 0:
+                producer.poll(0)  # delivery reports
+                time.sleep(max(wait, PACE_TICK))
                 continue
             value = values[sent & 15]
             if args.stamp:
@@ -176,7 +182,7 @@ def produce(args: argparse.Namespace) -> dict:
             except BufferError:
                 producer.poll(0.05)
                 continue
-            if sent & 1023 == 0 or interval:
+            if sent & 1023 == 0:
                 producer.poll(0)
     remaining = producer.flush(max(args.duration, 30.0))
     elapsed = time.perf_counter() - start
