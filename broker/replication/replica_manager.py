@@ -78,6 +78,9 @@ class ReplicaManager(IsrMaintenance):
         self._background: set[asyncio.Task[Any]] = set()
         # Partitions whose log was in a failed log dir (Kafka's HostedPartition.Offline).
         self.offline: set[tuple[str, int]] = set()
+        # Set when this broker asks the controller to move its leadership away (Kafka's
+        # isInControlledShutdown): it must not rejoin an ISR it was just taken out of.
+        self.in_controlled_shutdown = False
         self.mover = LogDirMover(self._swap_future)
         log_manager.on_dir_failure.append(self.handle_log_dir_failure)
 
@@ -170,7 +173,10 @@ class ReplicaManager(IsrMaintenance):
         else:
             was_following = not created and not partition.is_leader
             partition.make_follower(state, hw)
-            if state.leader >= 0 and leader_endpoint is not None:
+            # In controlled shutdown a replica outside the ISR stops fetching: were it to catch
+            # up, its leader would put it back into the ISR that the controller just left.
+            leaving = self.in_controlled_shutdown and self.broker_id not in state.isr
+            if state.leader >= 0 and leader_endpoint is not None and not leaving:
                 self._add_to_fetcher(partition, state.leader, leader_endpoint, was_following)
             else:
                 self._remove_from_fetchers((topic, index))

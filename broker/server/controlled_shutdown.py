@@ -20,6 +20,7 @@ async def controlled_shutdown(broker: BrokerServices) -> bool:
     at most; True when it reports no partition left here."""
     retries = max(1, broker.config.get("controlled.shutdown.max.retries"))
     backoff = broker.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+    broker.replica_manager.in_controlled_shutdown = True
     for attempt in range(1, retries + 1):
         try:
             error, remaining = await _send_controlled_shutdown(broker)

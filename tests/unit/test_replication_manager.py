@@ -10,6 +10,7 @@ from odradek.broker.cluster import zk_data as zk
 from odradek.broker.cluster.control import LeaderAndIsrPartition, LeaderAndIsrRequest
 from odradek.broker.cluster.embedded_store import EmbeddedStore
 from odradek.broker.cluster.kafka_zk import KafkaZk
+from odradek.broker.config.listeners import Endpoint
 from odradek.broker.protocol.errors import ErrorCode
 from odradek.broker.records.record import Record, build_batch
 from odradek.broker.replication.replica_manager import ReplicaManager
@@ -121,6 +122,30 @@ def test_not_enough_replicas_after_append_when_the_isr_shrank(tmp_path):
         rm.maybe_shrink_isr(p.followers[2].last_caught_up_time_ms + LAG + 1)
         assert p.state.isr == [1]
         assert await waiting == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        await rm.shutdown()
+
+    asyncio.run(run())
+
+
+def test_in_controlled_shutdown_a_replica_outside_the_isr_does_not_fetch(tmp_path):
+    """The controller moved this broker's leadership and left it out of the new ISR: had it
+    fetched and caught up, the new leader would have put it back into the ISR."""
+
+    async def run() -> None:
+        rm = manager(tmp_path)
+        leader = zk.BrokerRegistration(2, (Endpoint("PLAINTEXT", "127.0.0.1", 1, "PLAINTEXT"),))
+
+        def order(epoch: int, isr) -> LeaderAndIsrRequest:
+            req = leader_and_isr(2, epoch, isr)
+            return LeaderAndIsrRequest(
+                req.controller_id, req.controller_epoch, req.broker_epoch, req.partitions, (leader,)
+            )
+
+        rm.leader_and_isr(order(1, [2, 3, 1]))
+        assert rm._following(("t", 0))  # an ordinary follower fetches
+        rm.in_controlled_shutdown = True
+        rm.leader_and_isr(order(2, [2, 3]))
+        assert not rm._following(("t", 0)) and not rm.fetchers
         await rm.shutdown()
 
     asyncio.run(run())
