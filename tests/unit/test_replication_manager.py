@@ -24,7 +24,9 @@ def records(n: int = 1) -> memoryview:
     return memoryview(build_batch([Record(offset=i, timestamp=1000, value=b"x") for i in range(n)]))
 
 
-def leader_and_isr(leader: int, epoch: int, isr, replicas=(1, 2, 3), partition_epoch=0):
+def leader_and_isr(
+    leader: int, epoch: int, isr, replicas=(1, 2, 3), partition_epoch=0, live_leaders=()
+):
     return LeaderAndIsrRequest(
         controller_id=1,
         controller_epoch=1,
@@ -42,7 +44,7 @@ def leader_and_isr(leader: int, epoch: int, isr, replicas=(1, 2, 3), partition_e
                 replicas=tuple(replicas),
             ),
         ),
-        live_leaders=(),
+        live_leaders=tuple(live_leaders),
     )
 
 
@@ -133,18 +135,11 @@ def test_in_controlled_shutdown_a_replica_outside_the_isr_does_not_fetch(tmp_pat
 
     async def run() -> None:
         rm = manager(tmp_path)
-        leader = zk.BrokerRegistration(2, (Endpoint("PLAINTEXT", "127.0.0.1", 1, "PLAINTEXT"),))
-
-        def order(epoch: int, isr) -> LeaderAndIsrRequest:
-            req = leader_and_isr(2, epoch, isr)
-            return LeaderAndIsrRequest(
-                req.controller_id, req.controller_epoch, req.broker_epoch, req.partitions, (leader,)
-            )
-
-        rm.leader_and_isr(order(1, [2, 3, 1]))
+        leader = [zk.BrokerRegistration(2, (Endpoint("PLAINTEXT", "127.0.0.1", 1, "PLAINTEXT"),))]
+        rm.leader_and_isr(leader_and_isr(2, 1, [2, 3, 1], live_leaders=leader))
         assert rm._following(("t", 0))  # an ordinary follower fetches
         rm.in_controlled_shutdown = True
-        rm.leader_and_isr(order(2, [2, 3]))
+        rm.leader_and_isr(leader_and_isr(2, 2, [2, 3], live_leaders=leader))
         assert not rm._following(("t", 0)) and not rm.fetchers
         await rm.shutdown()
 
