@@ -161,15 +161,16 @@ def update_acls(
     zkc: KafkaZk,
     pattern: ResourcePattern,
     change: Callable[[set[AccessControlEntry]], set[AccessControlEntry]],
-) -> bool:
+) -> set[AccessControlEntry] | None:
     """Apply `change` to the pattern's entries with conditional writes (retried on conflicts);
-    the node is deleted when nothing is left. Returns whether anything changed."""
+    the node is deleted when nothing is left. Returns the entries written, None when nothing
+    changed."""
     path = resource_path(pattern)
     while True:
         current, version = get_acls(zkc, pattern)
         new = change(set(current))
         if new == current:
-            return False
+            return None
         try:
             if version < 0:
                 zkc.create_recursive(path, encode_acls(new))
@@ -180,20 +181,31 @@ def update_acls(
         except (BadVersionError, NodeExistsError, NoNodeError):
             continue
         _notify(zkc, pattern)
-        return True
+        return new
 
 
-def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> None:
-    """Add bindings (already validated), one conditional update per resource pattern."""
+Written = dict[ResourcePattern, set[AccessControlEntry]]  # each changed pattern's new entries
+
+
+def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> Written:
+    """Add bindings (already validated), one conditional update per resource pattern; returns
+    what was written, for the writing broker's own cache (Kafka's updateCache)."""
     by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, set()).add(b.entry)
+    written: Written = {}
     for pattern, entries in by_pattern.items():
-        update_acls(zkc, pattern, lambda cur, add=entries: cur | add)
+        new = update_acls(zkc, pattern, lambda cur, add=entries: cur | add)
+        if new is not None:
+            written[pattern] = new
+    return written
 
 
-def delete_acls(zkc: KafkaZk, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
-    """Delete every binding matching any filter; returns, per filter, what it matched."""
+def delete_acls(
+    zkc: KafkaZk, filters: Sequence[AclBindingFilter]
+) -> tuple[list[list[AclBinding]], Written]:
+    """Delete every binding matching any filter; returns, per filter, what it matched, and
+    what was written (as `create_acls`)."""
     existing = load_all(zkc)
     matched: list[list[AclBinding]] = [[] for _ in filters]
     doomed: dict[ResourcePattern, set[AccessControlEntry]] = {}
@@ -204,9 +216,12 @@ def delete_acls(zkc: KafkaZk, filters: Sequence[AclBindingFilter]) -> list[list[
                 if f.matches(binding):
                     matched[i].append(binding)
                     doomed.setdefault(pattern, set()).add(e)
+    written: Written = {}
     for pattern, entries in doomed.items():
-        update_acls(zkc, pattern, lambda cur, gone=entries: cur - gone)
-    return [sorted(m) for m in matched]
+        new = update_acls(zkc, pattern, lambda cur, gone=entries: cur - gone)
+        if new is not None:
+            written[pattern] = new
+    return [sorted(m) for m in matched], written
 
 
 def describe_acls(zkc: KafkaZk, f: AclBindingFilter) -> list[AclBinding]:

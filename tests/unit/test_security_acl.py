@@ -122,13 +122,17 @@ def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
         listener = acl_store.AclChangeListener(zkc, cache)
         await listener.start()
         try:
-            acl_store.create_acls(
+            written = acl_store.create_acls(
                 zkc,
                 [
                     AclBinding(ResourcePattern(T, "orders"), entry(Op.READ)),
                     AclBinding(ResourcePattern(T, "app-", PRE), entry(Op.WRITE, DENY)),
                 ],
             )
+            assert written == {
+                ResourcePattern(T, "orders"): {entry(Op.READ)},
+                ResourcePattern(T, "app-", PRE): {entry(Op.WRITE, DENY)},
+            }
             data, _ = store.get("/kafka-acl/Topic/orders")
             assert json.loads(data) == {
                 "version": 1,
@@ -149,8 +153,9 @@ def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert len(cache.bindings()) == 2
-            deleted = acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])
+            deleted, written = acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])
             assert [b.pattern.name for b in deleted[0]] == ["orders"]
+            assert written == {ResourcePattern(T, "orders"): set()}  # for the writer's cache
             assert store.exists("/kafka-acl/Topic/orders") is None
             for _ in range(100):
                 if len(cache.bindings()) == 1:

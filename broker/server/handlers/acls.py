@@ -126,8 +126,17 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
         except InvalidAclError as e:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
     if valid:
-        await ctx.broker.run_io(acl_store.create_acls, ctx.broker.zk, valid)
+        _cache(ctx, await ctx.broker.run_io(acl_store.create_acls, ctx.broker.zk, valid))
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _cache(ctx: RequestContext, written: acl_store.Written) -> None:
+    """The writing broker sees its own change before it answers, as Kafka's does: a client
+    that created an ACL here and uses it at once is not refused while the change notification
+    is on its way (the other brokers still learn it from the notification)."""
+    if ctx.broker.security is not None:
+        for pattern, entries in written.items():
+            ctx.broker.security.authorizer.cache.set(pattern, entries)
 
 
 @handles(ApiKey.DELETE_ACLS, "0-3")
@@ -151,7 +160,10 @@ async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
             filters.append(None)
             errors.append(str(e))
     valid = [f for f in filters if f is not None]
-    matched = await ctx.broker.run_io(acl_store.delete_acls, ctx.broker.zk, valid) if valid else []
+    matched: list[list[AclBinding]] = []
+    if valid:
+        matched, written = await ctx.broker.run_io(acl_store.delete_acls, ctx.broker.zk, valid)
+        _cache(ctx, written)
     it = iter(matched)
     out = []
     for f, err in zip(filters, errors, strict=True):
