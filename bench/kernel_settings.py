@@ -9,7 +9,11 @@ resets the settings itself) discards it.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
@@ -30,6 +34,20 @@ WRITEBACK = {"dirty_background_ratio": "40", "dirty_ratio": "60"}
 # in at the host. Writing 1,600 MB into a fresh file read 4,600 MB/s or 2,000-2,400 MB/s from one
 # fill to the next with it on, 4,650-4,800 MB/s every time with it off (see bench/README.md).
 PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+
+# Turning reporting off does not give back what was reported before the run: each such page
+# faults in at the host the first time the run touches it. Filling 3,000 MB into a fresh file
+# right after turning it off read 310 and 575 MB/s, then 3,300-4,200 MB/s once those pages had
+# been touched; in stop 37's runs both systems' produce rows rose repeat after repeat (Odradek's
+# 10 KiB 64,000 to 90,000 records/s) as the run reached memory it had not touched yet. So the
+# run touches its free memory first (MAP_POPULATE, a process per core: 14 GB in 15 s here),
+# keeping this much of it untouched for the kernel's own needs.
+UNTOUCHED_BYTES = 1 << 30
+_POPULATE = (
+    "import mmap, sys; "
+    "mmap.mmap(-1, int(sys.argv[1]), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS "
+    "| mmap.MAP_POPULATE).close()"
+)
 
 
 def _boot() -> str:
@@ -164,3 +182,44 @@ def page_reporting_held(meta: dict) -> AbstractContextManager[None]:
 
     return _setting_held(meta, "page_reporting", plan,
                          "rows writing gigabytes will move with the host's page faults")  # fmt: skip
+
+
+def reporting_off() -> bool:
+    """Whether free page reporting is off now (its order above the largest block)."""
+    try:
+        order = int(PAGE_REPORTING_ORDER.read_text())
+    except (OSError, ValueError):
+        return False
+    return order >= len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+
+
+def free_memory_bytes() -> int:
+    """MemFree of /proc/meminfo."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemFree:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def fault_in_free_memory(meta: dict) -> None:
+    """Touch the free memory once, with reporting off, so that no phase of the run meets a page
+    the host took back (see UNTOUCHED_BYTES); said in meta["memory_touched"]."""
+    if not reporting_off():
+        meta["memory_touched"] = "no (free page reporting is on or absent)"
+        return
+    wanted = free_memory_bytes() - UNTOUCHED_BYTES
+    if wanted <= 0:
+        meta["memory_touched"] = "no (less than 1 GiB free)"
+        return
+    workers = os.cpu_count() or 1
+    began = time.monotonic()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _POPULATE, str(wanted // workers)])
+        for _ in range(workers)
+    ]
+    failed = sum(p.wait() != 0 for p in procs)
+    took = time.monotonic() - began
+    failures = f" ({failed} workers failed)" if failed else ""
+    meta["memory_touched"] = f"{wanted / 1e9:.1f} GB in {took:.0f} s{failures}"
+    print(f"bench: touched {meta['memory_touched']} of free memory (see "
+          f"kernel_settings.UNTOUCHED_BYTES)", flush=True)  # fmt: skip

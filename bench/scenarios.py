@@ -38,7 +38,11 @@ CLIENT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 # A produce phase sends for a fixed time, not a fixed count: the fast producers sent the former
 # 64 MB in 0.15 to 0.3 s, where one stall moved a median by a fifth (bench/README.md).
 PHASE_SECONDS = 4.0
-REHEARSAL_SECONDS = 2.0  # the two systems rehearse side by side, on half the cores each
+# The two systems rehearse side by side, on half the cores each. With 2 s phases Kafka's
+# produce rows still climbed through the repeats after it (1 KiB 451,000, 572,000, 626,000
+# records/s; 10 KiB 52,000 to 73,000); with 5 s they held (591,000 to 606,000; 68,000 to
+# 74,000), for 16 s more of the produce scenario's rehearsal.
+REHEARSAL_SECONDS = 5.0
 # Kafka's transaction coordinator runs a few hundred times a second here, and its JIT wants
 # tens of seconds of that: after a rehearsal of 1 s its repeats rose from 15,000-19,000 to
 # 34,000-38,000 records/s through every full run (one partition and eight alike).

@@ -80,3 +80,20 @@ def test_a_setting_that_cannot_be_written_leaves_no_journal(setting: Path) -> No
     with pytest.raises(OSError), kernel_settings._held({missing: "60"}, {missing: "20"}):
         pass
     assert not kernel_settings.JOURNAL.exists()
+
+
+def test_free_memory_is_touched_only_while_reporting_is_off(
+    setting: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernel_settings, "PAGE_REPORTING_ORDER", setting)
+    # a little more than what stays untouched: each worker populates a few MiB for real
+    monkeypatch.setattr(
+        kernel_settings, "free_memory_bytes", lambda: kernel_settings.UNTOUCHED_BYTES + (8 << 20)
+    )
+    meta: dict = {}
+    kernel_settings.fault_in_free_memory(meta)
+    assert meta["memory_touched"].startswith("no (free page reporting is on")
+    setting.write_text("11")  # above the largest order of /proc/buddyinfo (10)
+    kernel_settings.fault_in_free_memory(meta)
+    assert meta["memory_touched"].startswith("0.0 GB in ")
+    assert "failed" not in meta["memory_touched"]
