@@ -40,8 +40,8 @@ PAGE_REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reportin
 # right after turning it off read 310 and 575 MB/s, then 3,300-4,200 MB/s once those pages had
 # been touched; in stop 37's runs both systems' produce rows rose repeat after repeat (Odradek's
 # 10 KiB 64,000 to 90,000 records/s) as the run reached memory it had not touched yet. So the
-# run touches its free memory first (MAP_POPULATE, a process per core: 14 GB in 15 s here),
-# keeping this much of it untouched for the kernel's own needs.
+# run touches its free memory first (MAP_POPULATE, a process per core: 21.7 GB in 16 to 26 s
+# here), keeping this much of it untouched for the kernel's own needs.
 UNTOUCHED_BYTES = 1 << 30
 _POPULATE = (
     "import mmap, sys; "
@@ -169,14 +169,19 @@ def writeback_held(meta: dict) -> AbstractContextManager[None]:
     return _setting_held(meta, "writeback", plan, "rows writing gigabytes will move with the disk")
 
 
+def _orders() -> int:
+    """How many block orders the allocator keeps: a reporting order this high reports none."""
+    # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
+    return len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+
+
 def page_reporting_held(meta: dict) -> AbstractContextManager[None]:
     """No free page reporting during the run (root only, where the kernel has it): its order is
     set above the largest block the allocator keeps, and the kernel's own order is put back."""
 
     def plan() -> tuple[dict[Path, str], dict[Path, str], str]:
         before = PAGE_REPORTING_ORDER.read_text().strip()
-        # /proc/buddyinfo: "Node 0, zone Normal" then one count per order, 0 to the largest.
-        orders = len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+        orders = _orders()
         described = f"off (page_reporting_order={orders}; the kernel's: {before})"
         return {PAGE_REPORTING_ORDER: str(orders)}, {PAGE_REPORTING_ORDER: before}, described
 
@@ -190,7 +195,7 @@ def reporting_off() -> bool:
         order = int(PAGE_REPORTING_ORDER.read_text())
     except (OSError, ValueError):
         return False
-    return order >= len(Path("/proc/buddyinfo").read_text().splitlines()[0].split()) - 4
+    return order >= _orders()
 
 
 def free_memory_bytes() -> int:
