@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_with_harness()
     try:
         with writeback_held(meta), page_reporting_held(meta):
-            if not plan.quick:  # a smoke run's figures are not compared: 15 s saved
+            if not plan.quick:  # a smoke run's figures are not compared: about 25 s saved
                 fault_in_free_memory(meta)
             for kind, group in deployments(chosen, plan.quick):
                 run_kind(kind, group, systems, plan, results, args.kafka_heap,
