@@ -802,11 +802,11 @@ def back_in_service(
 
 def restart_until_led(ctx: Ctx, topics: list[str], restarts: int) -> None:
     """The start-up row: SIGTERM, start again, until every partition of `topics` has a leader.
-    A quick run leaves it out: its one restart is the recovery scenario's (kill -9), through
-    the same code."""
+    A quick run leaves it out (its one restart is the recovery scenario's, kill -9, through
+    the same code), and so does a rehearsal."""
     many = ctx.plan.many_partitions
     label = f"broker start-up with {many * len(topics):,} partitions"
-    if ctx.repeat >= restarts or ctx.plan.quick:
+    if ctx.repeat >= restarts or ctx.plan.quick or ctx.rehearsing:
         return
     try:
         seconds = back_in_service(ctx, False, lambda b: leaders_ready(b, topics, many))
