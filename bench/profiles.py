@@ -48,6 +48,8 @@ def recording(pids: dict[str, int], folder: Path, stem: str) -> Iterator[list[Pa
                 str(outputs[name]),
                 "--pid",
                 str(pid),
+                # the broker's worker processes too (the log cleaner cleans in one)
+                "--subprocesses",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -22,6 +22,7 @@ from pathlib import Path
 from baton import Baton
 from confluent_kafka import Consumer, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
+from loadgen import create_topics
 from report import Results
 from systems import Deployment
 
@@ -177,14 +178,16 @@ class Ctx:
     def create_many(
         self, prefixes: list[str], partitions: int, replication: int = 1, **config: str
     ) -> list[str]:
-        """Fresh topics named after `prefixes`, created in one request; every partition led."""
-        result = self.loadgen(
-            "create",
-            topic=prefixes,
-            partitions=partitions,
-            replication=replication,
-            config=[f"{k.replace('_', '.')}={v}" for k, v in config.items()],
-            duration=max(self.plan.duration, 120),
+        """Fresh topics named after `prefixes`, created in one request; every partition led.
+        In this process (see loadgen.create_topics), a step of the turn like a phase."""
+        self.before_phase()
+        result = create_topics(
+            admin_client(self.deployment.bootstrap),
+            prefixes,
+            partitions,
+            replication,
+            {k.replace("_", "."): v for k, v in config.items()},
+            max(self.plan.duration, 120),
         )
         if not result.get("topics"):
             raise RuntimeError(result.get("error") or "topic creation failed")
@@ -460,13 +463,32 @@ def wait_assigned(
 
 
 def collect(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict]:
+    """Every client's result. One still running after `timeout` (from the first wait on) is
+    killed, so that it does not run on into later phases; what it printed before still counts
+    (a group member prints its result before closing its consumer)."""
+    deadline = time.monotonic() + timeout
     out = []
-    for proc in procs:
-        stdout, _ = proc.communicate(timeout=timeout)
-        lines = stdout.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"a client exited with {proc.returncode}")
-        out.append(json.loads(lines[-1]))
+    try:
+        for proc in procs:
+            try:
+                stdout, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, _ = proc.communicate()
+                print(f"  a client (pid {proc.pid}) still ran {timeout:.0f} s on: killed",
+                      flush=True)  # fmt: skip
+            else:
+                if proc.returncode != 0:
+                    raise RuntimeError(f"a client exited with {proc.returncode}")
+            lines = stdout.strip().splitlines()
+            if not lines or not lines[-1].startswith("{"):
+                raise RuntimeError(f"a client exited with {proc.returncode} and no result")
+            out.append(json.loads(lines[-1]))
+    finally:
+        for proc in procs:  # the others, when one failed
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return out
 
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,6 +120,10 @@ class Deployment:
         return "\n".join(f"--- {b.name}\n{b.log_tail(lines)}" for b in self.brokers)
 
     def start(self) -> Deployment:
+        # Prepared side by side: a Kafka node's storage format is a JVM start of its own (1.1 to
+        # 1.3 s each here), which one after the other delayed a three-node start by as much.
+        with ThreadPoolExecutor(len(self.brokers)) as pool:
+            list(pool.map(lambda b: b.prepare(), self.brokers))
         for b in self.brokers:
             b.launch()
         for b in self.brokers:
