@@ -189,6 +189,35 @@ def page_reporting_held(meta: dict) -> AbstractContextManager[None]:
                          "rows writing gigabytes will move with the host's page faults")  # fmt: skip
 
 
+# DAMON (this machine's kernel runs one kdamond, started at boot: physical address space, page
+# out every region not accessed for 12 aggregation intervals of 5 s, up to 128 MB a second):
+# the page cache of a file read, then left for a minute or two, goes. A 2,000 MB file read
+# once and left alone with a core busy kept 1.9 GB of its pages after 20 s and 1.7 GB after
+# 3 minutes, so a consume row's topic, read once a repeat (every two minutes or so), is read
+# partly from the disk (about 300 MB/s here against 11,000 MB/s from the cache) in some
+# repeats and not in others, on either system. Stopped for the run, started again after.
+DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def damon_held(meta: dict) -> AbstractContextManager[None]:
+    """Every running kdamond stopped for the run (root only, where the kernel has DAMON), and
+    started again after it with the settings it had."""
+
+    def plan() -> tuple[dict[Path, str], dict[Path, str], str]:
+        if not DAMON_ADMIN.is_dir():
+            raise FileNotFoundError(DAMON_ADMIN)
+        states = sorted(DAMON_ADMIN.glob("*/state"))
+        running = [p for p in states if p.read_text().strip() == "on"]
+        if not running:
+            return {}, {}, "none running"
+        names = ", ".join(f"kdamond.{p.parent.name}" for p in running)
+        return ({p: "off" for p in running}, {p: "on" for p in running},
+                f"stopped for the run ({names})")  # fmt: skip
+
+    return _setting_held(meta, "damon", plan,
+                         "rows reading a topic again will move with the pages it reclaims")  # fmt: skip
+
+
 def reporting_off() -> bool:
     """Whether free page reporting is off now (its order above the largest block)."""
     try:

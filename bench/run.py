@@ -34,6 +34,7 @@ import scenarios as sc
 from baton import Baton
 from confluent_kafka import libversion
 from kernel_settings import (
+    damon_held,
     fault_in_free_memory,
     page_reporting_held,
     restore_left_behind,
@@ -359,7 +360,8 @@ def write(
         f"(librdkafka {meta['librdkafka']}). Machine: {meta['cpus']} CPUs, {meta['platform']}, "
         f"Python {meta['python']}, load average at start {meta['load_at_start']}; page cache "
         f"writeback: {meta.get('writeback', '?')}; free page reporting: "
-        f"{meta.get('page_reporting', '?')}; free memory touched first: "
+        f"{meta.get('page_reporting', '?')}; DAMON reclaim: {meta.get('damon', '?')}; free "
+        f"memory touched first: "
         f"{meta.get('memory_touched', 'no (quick run)')}. "
         "↑ higher is better, ↓ lower is better; a bold ratio is a row where Odradek is behind.\n"
     )
@@ -430,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     restore_left_behind()
     stop_with_harness()
     try:
-        with writeback_held(meta), page_reporting_held(meta):
+        with writeback_held(meta), page_reporting_held(meta), damon_held(meta):
             if not plan.quick:  # a smoke run's figures are not compared: about 25 s saved
                 fault_in_free_memory(meta)
             for kind, group in deployments(chosen, plan.quick):

@@ -97,3 +97,31 @@ def test_free_memory_is_touched_only_while_reporting_is_off(
     kernel_settings.fault_in_free_memory(meta)
     assert meta["memory_touched"].startswith("0.0 GB in ")
     assert "failed" not in meta["memory_touched"]
+
+
+def test_a_running_kdamond_is_stopped_for_the_run_and_started_after(
+    setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = tmp_path / "kdamonds"
+    for name, state in (("0", "on"), ("1", "off")):
+        (admin / name).mkdir(parents=True)
+        (admin / name / "state").write_text(f"{state}\n")
+    monkeypatch.setattr(kernel_settings, "DAMON_ADMIN", admin)
+    meta: dict = {}
+    with kernel_settings.damon_held(meta):
+        assert (admin / "0" / "state").read_text() == "off"
+        assert (admin / "1" / "state").read_text() == "off\n"
+    assert (admin / "0" / "state").read_text() == "on"
+    assert (admin / "1" / "state").read_text() == "off\n"
+    assert meta["damon"] == "stopped for the run (kdamond.0)"
+    assert not kernel_settings.JOURNAL.exists()
+
+
+def test_a_kernel_without_damon_is_said_and_left_alone(
+    setting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernel_settings, "DAMON_ADMIN", tmp_path / "no-damon")
+    meta: dict = {}
+    with kernel_settings.damon_held(meta):
+        pass
+    assert meta["damon"] == "not in this kernel"
