@@ -179,7 +179,8 @@ class Ctx:
         self, prefixes: list[str], partitions: int, replication: int = 1, **config: str
     ) -> list[str]:
         """Fresh topics named after `prefixes`, created in one request; every partition led.
-        In this process (see loadgen.create_topics), a step of the turn like a phase."""
+        Created from this process (loadgen.create_topics), after handing on the baton as a
+        client phase does."""
         self.before_phase()
         result = create_topics(
             admin_client(self.deployment.bootstrap),
