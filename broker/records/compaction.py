@@ -202,18 +202,45 @@ def index_keys(
 
 def spans_at(buf: bytes, pos: int, located_: Sequence[int]) -> list[RecordSpan]:
     """The spans of the records `located_` (offset map values, see `located`) place in the
-    batch whose records start at `pos` of `buf`, records `index_keys` has read whole."""
+    batch whose records start at `pos` of `buf`, records `index_keys` has read whole.
+
+    The copy pass's inner loop, a call per record that stays: varints of one or two bytes
+    are decoded inline, as in `select_records`."""
     spans = []
     for value in located_:
         start = pos + (value & POSITION_MASK)
-        length, attributes = read_varint(buf, start)
-        stop = attributes + length
-        ts_delta, after_ts = read_varint(buf, attributes + 1)
-        offset_delta, p = read_varint(buf, after_ts)
-        key_len, p = read_varint(buf, p)
+        b = buf[start]
+        if b < 0x80:
+            length, attributes = (b >> 1) ^ -(b & 1), start + 1
+        elif (c := buf[start + 1]) < 0x80:
+            raw = (b & 0x7F) | (c << 7)
+            length, attributes = (raw >> 1) ^ -(raw & 1), start + 2
+        else:
+            length, attributes = read_varint(buf, start)
+        p = attributes + 1
+        b = buf[p]
+        if b < 0x80:
+            ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            ts_delta, p = read_varint(buf, p)
+        after_ts = p
+        b = buf[p]
+        if b < 0x80:
+            offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        elif (c := buf[p + 1]) < 0x80:
+            raw = (b & 0x7F) | (c << 7)
+            offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
+        else:
+            offset_delta, p = read_varint(buf, p)
+        b = buf[p]
+        if b < 0x80:
+            key_len, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            key_len, p = read_varint(buf, p)
         spans.append(
-            _span(buf, start, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
-        )
+            _span(buf, start, attributes, after_ts, attributes + length, offset_delta, ts_delta,
+                  key_len, p)
+        )  # fmt: skip
     return spans
 
 

@@ -40,7 +40,7 @@ def main() -> None:
         OffsetMap(settings["memory"], settings["load_factor"]),
         settings["io_buffer_size"],
         Throttler(settings["rate"]),
-        fork_map=True,
+        two_cores=True,
     )
 
     def send(msg: Any) -> None:

@@ -474,12 +474,21 @@ def test_a_batch_whose_offsets_do_not_rise_is_cleaned_record_by_record(tmp_path)
     lm.shutdown()
 
 
-def test_a_map_built_on_two_cores_cleans_as_one_built_in_order(tmp_path, monkeypatch):
-    """The worker's map pass may fork to read the first half of the segments: the cleaned log
-    is byte for byte the one an in-order reading gives."""
-    forks = []
+@pytest.mark.parametrize(
+    ("marker_at", "forks"),
+    [(None, 2), (20, 2), (390, 1)],
+    ids=["no transaction", "marker in the first half", "marker in the second half"],
+)
+def test_a_round_on_two_cores_cleans_as_one_in_order(tmp_path, monkeypatch, marker_at, forks):
+    """The worker's map pass may fork to read the first half of the segments, and its copy
+    pass to write the first half of the groups: the cleaned log is byte for byte the one an
+    in-order reading gives. The copy does not split when a transaction's marker lies in the
+    second half (whether it stays depends on records in the first)."""
+    from odradek.broker.records.record import ControlType, build_control_batch
+
+    forked = []
     fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or fork())
+    monkeypatch.setattr(os, "fork", lambda: forked.append(1) or fork())
     results = []
     for two_cores in (False, True):
         clock = Clock(NOW)
@@ -488,12 +497,55 @@ def test_a_map_built_on_two_cores_cleans_as_one_built_in_order(tmp_path, monkeyp
             log.append(keyed([(f"k{(i * 31) % 37}".encode(), f"v{i}".encode())] * 3))
             if i % 50 == 0:
                 log.append(keyed([(f"k{i % 37}".encode(), None)]))
+            if marker_at is not None and i == 10:
+                log.append(keyed([(b"t", b"in a transaction")], producer_id=7, producer_epoch=0,
+                                 base_sequence=0, transactional=True))  # fmt: skip
+            if i == marker_at:
+                log.append(bytearray(build_control_batch(
+                    ControlType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                    timestamp=NOW - 1000)))  # fmt: skip
         log.roll()
+        before = len(forked)
         cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
         worker = InlineWorker(CleanerConfig().worker_settings())
-        worker.cleaner.fork_map = two_cores
+        worker.cleaner.two_cores = two_cores
         assert cleaner.clean_one(worker)
+        assert len(forked) - before == (forks if two_cores else 0)
         results.append([seg.read_bytes(0, seg.size) for seg in log.segments])
         lm.shutdown()
     assert results[0] == results[1]
-    assert len(forks) == 1
+    if marker_at is not None:  # the transaction's record and its marker both stayed
+        assert any(b"in a transaction" in data for data in results[1])
+        markers = [h for data in results[1] for h, _ in decode_all(data) if h.is_control]
+        assert len(markers) == 1
+
+
+def test_a_copy_process_that_fails_leaves_its_groups_to_the_worker(tmp_path, monkeypatch):
+    """When the forked copy process dies, the worker writes its groups itself: the round
+    still ends with the log an in-order cleaning gives."""
+    from odradek.broker.storage.cleaner import Cleaner
+
+    worker_pid = os.getpid()
+    clean_segments = Cleaner.clean_segments
+
+    def dies_in_a_child(self, *args):
+        if os.getpid() != worker_pid:
+            raise OSError("the disk went away")
+        return clean_segments(self, *args)
+
+    results = []
+    for two_cores in (False, True):
+        if two_cores:
+            monkeypatch.setattr(Cleaner, "clean_segments", dies_in_a_child)
+        lm, log = manager_with_log(tmp_path / str(two_cores), Clock(NOW), segment_bytes=4000)
+        for i in range(400):
+            log.append(keyed([(f"k{(i * 31) % 37}".encode(), f"v{i}".encode())] * 3))
+        log.roll()
+        cleaner = LogCleaner(lm.cleaner_manager, CleanerConfig(), lambda fn: fn(), in_process=True)
+        worker = InlineWorker(CleanerConfig().worker_settings())
+        worker.cleaner.two_cores = two_cores
+        assert cleaner.clean_one(worker)
+        results.append([seg.read_bytes(0, seg.size) for seg in log.segments])
+        assert not list((tmp_path / str(two_cores)).rglob("*.cleaned"))
+        lm.shutdown()
+    assert results[0] == results[1]
