@@ -52,52 +52,19 @@ def select_records(
     """The spans of the records whose offsets are in `winners` (all of them when None) among
     the `count` records filling `buf[pos:end]`, and how many records have no key.
 
-    InvalidRecordError when the records do not fill the span. The cleaner's inner loop: only
-    kept records get a span; varints of one or two bytes (nearly all of them) are decoded
-    inline, longer ones by `read_varint`.
+    InvalidRecordError when the records do not fill the span (or a record's fields overrun
+    it). The copy pass's reading of batches the map pass did not read whole.
     """
     spans = []
     keyless = 0
     try:
         for _ in range(count):
-            b = buf[pos]
-            if b < 0x80:
-                length, attributes = (b >> 1) ^ -(b & 1), pos + 1
-            elif (c := buf[pos + 1]) < 0x80:
-                raw = (b & 0x7F) | (c << 7)
-                length, attributes = (raw >> 1) ^ -(raw & 1), pos + 2
-            else:
-                length, attributes = read_varint(buf, pos)
-            stop = attributes + length
-            if length < 0 or stop > end:
-                raise InvalidRecordError("record length past the end of the batch")
-            p = attributes + 1
-            b = buf[p]
-            if b < 0x80:
-                ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                ts_delta, p = read_varint(buf, p)
-            after_ts = p
-            b = buf[p]
-            if b < 0x80:
-                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
-            elif (c := buf[p + 1]) < 0x80:
-                raw = (b & 0x7F) | (c << 7)
-                offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
-            else:
-                offset_delta, p = read_varint(buf, p)
-            b = buf[p]
-            if b < 0x80:
-                key_len, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                key_len, p = read_varint(buf, p)
-            if key_len < 0:
+            span = _span_at(buf, pos, end)
+            if span.key is None:
                 keyless += 1
-            if winners is None or base_offset + offset_delta in winners:
-                spans.append(
-                    _span(buf, pos, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
-                )
-            pos = stop
+            if winners is None or base_offset + span.offset_delta in winners:
+                spans.append(span)
+            pos = span.end
     except IndexError:
         raise InvalidRecordError("truncated record") from None
     if pos != end:
@@ -202,46 +169,49 @@ def index_keys(
 
 def spans_at(buf: bytes, pos: int, located_: Sequence[int]) -> list[RecordSpan]:
     """The spans of the records `located_` (offset map values, see `located`) place in the
-    batch whose records start at `pos` of `buf`, records `index_keys` has read whole.
+    batch whose records start at `pos` of `buf`, records `index_keys` has read whole."""
+    try:
+        return [_span_at(buf, pos + (value & POSITION_MASK), len(buf)) for value in located_]
+    except IndexError:
+        raise InvalidRecordError("truncated record") from None
 
-    The copy pass's inner loop, a call per record that stays: varints of one or two bytes
-    are decoded inline, as in `select_records`."""
-    spans = []
-    for value in located_:
-        start = pos + (value & POSITION_MASK)
-        b = buf[start]
-        if b < 0x80:
-            length, attributes = (b >> 1) ^ -(b & 1), start + 1
-        elif (c := buf[start + 1]) < 0x80:
-            raw = (b & 0x7F) | (c << 7)
-            length, attributes = (raw >> 1) ^ -(raw & 1), start + 2
-        else:
-            length, attributes = read_varint(buf, start)
-        p = attributes + 1
-        b = buf[p]
-        if b < 0x80:
-            ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
-        else:
-            ts_delta, p = read_varint(buf, p)
-        after_ts = p
-        b = buf[p]
-        if b < 0x80:
-            offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
-        elif (c := buf[p + 1]) < 0x80:
-            raw = (b & 0x7F) | (c << 7)
-            offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
-        else:
-            offset_delta, p = read_varint(buf, p)
-        b = buf[p]
-        if b < 0x80:
-            key_len, p = (b >> 1) ^ -(b & 1), p + 1
-        else:
-            key_len, p = read_varint(buf, p)
-        spans.append(
-            _span(buf, start, attributes, after_ts, attributes + length, offset_delta, ts_delta,
-                  key_len, p)
-        )  # fmt: skip
-    return spans
+
+def _span_at(buf: bytes, start: int, end: int) -> RecordSpan:
+    """The span of the record at `start` of `buf`, which must end by `end`. The inner loop of
+    both passes' record reading (a call per record): varints of one or two bytes (nearly all
+    of them) are decoded inline, longer ones by `read_varint`."""
+    b = buf[start]
+    if b < 0x80:
+        length, attributes = (b >> 1) ^ -(b & 1), start + 1
+    elif (c := buf[start + 1]) < 0x80:
+        raw = (b & 0x7F) | (c << 7)
+        length, attributes = (raw >> 1) ^ -(raw & 1), start + 2
+    else:
+        length, attributes = read_varint(buf, start)
+    stop = attributes + length
+    if length < 0 or stop > end:
+        raise InvalidRecordError("record length past the end of the batch")
+    p = attributes + 1
+    b = buf[p]
+    if b < 0x80:
+        ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+    else:
+        ts_delta, p = read_varint(buf, p)
+    after_ts = p
+    b = buf[p]
+    if b < 0x80:
+        offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+    elif (c := buf[p + 1]) < 0x80:
+        raw = (b & 0x7F) | (c << 7)
+        offset_delta, p = (raw >> 1) ^ -(raw & 1), p + 2
+    else:
+        offset_delta, p = read_varint(buf, p)
+    b = buf[p]
+    if b < 0x80:
+        key_len, p = (b >> 1) ^ -(b & 1), p + 1
+    else:
+        key_len, p = read_varint(buf, p)
+    return _span(buf, start, attributes, after_ts, stop, offset_delta, ts_delta, key_len, p)
 
 
 def _span(

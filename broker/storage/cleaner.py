@@ -425,6 +425,27 @@ def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]
 PR_SET_PDEATHSIG = 1
 
 
+def in_forked_process(work: Callable[[], object]) -> tuple[int, int]:
+    """Start `work` in a forked process (the worker's other core), which sends its answer,
+    pickled, down a pipe and exits (status 1 if `work` raised); its pid and the pipe's read
+    end, which the caller reads to the end and closes, and then waits for the process."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(reader)
+            die_with(os.getppid())
+            answer = work()
+            with os.fdopen(writer, "wb") as out:
+                pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    return pid, reader
+
+
 def die_with(parent: int) -> None:
     """Have the kernel kill this process (the cleaner's worker, or the process it forks) when
     `parent` dies; exit at once if it already has."""
@@ -542,40 +563,29 @@ class Cleaner:
             if 2 * acc >= total:
                 break
         start = task.first_dirty_offset
-        reader, writer = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: map the first half, send the result, exit
-            code = 1
-            try:
-                os.close(reader)
-                die_with(os.getppid())
-                part, found = CleanerStats(), MapPass()
-                txn = CleanedTransactions(())
-                full = any(
-                    self._map_segment(seg, start, nb, txn, part, found) for seg, nb in dirty[:half]
-                )
-                result = (
-                    full, self.offset_map, found, part.map_bytes_read, part.map_messages_read
-                )  # fmt: skip
-                with os.fdopen(writer, "wb") as out:
-                    pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(writer)
-        found = MapPass(mapped_from=dirty[0][0].base_offset)
-        try:
+
+        def first_half() -> tuple:
+            part, found = CleanerStats(), MapPass()
             txn = CleanedTransactions(())
             full = any(
-                self._map_segment(seg, start, nb, txn, stats, found) for seg, nb in dirty[half:]
+                self._map_segment(seg, start, nb, txn, part, found) for seg, nb in dirty[:half]
             )
-            with os.fdopen(reader, "rb") as inp:
+            return full, self.offset_map, found, part.map_bytes_read, part.map_messages_read
+
+        pid, reader = in_forked_process(first_half)
+        found = MapPass(mapped_from=dirty[0][0].base_offset)
+        with os.fdopen(reader, "rb") as inp:
+            try:
+                txn = CleanedTransactions(())
+                full = any(
+                    self._map_segment(seg, start, nb, txn, stats, found) for seg, nb in dirty[half:]
+                )
                 data = inp.read()
-        except BaseException:
-            os.kill(pid, signal.SIGKILL)
-            raise
-        finally:
-            status = os.waitpid(pid, 0)[1]
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                raise
+            finally:
+                status = os.waitpid(pid, 0)[1]
         omap = self.offset_map
         if not full and status == 0 and data:
             first_full, first_map, first, nbytes, msgs = pickle.loads(data)
@@ -707,25 +717,17 @@ class Cleaner:
         """Write the cleaned copies of `groups`: those before `split` in a forked process,
         the rest in this one, at the same time. If the forked process fails, this one writes
         its groups after all; either way every copy is written, none swapped, on return."""
-        reader, writer = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: write the first groups, send what it did, exit
-            code = 1
-            try:
-                os.close(reader)
-                die_with(os.getppid())
-                self.check_done = lambda: None  # the parent checks, and kills this process
-                part = CleanerStats()
-                txn = CleanedTransactions(())
-                for group in groups[:split]:
-                    self.clean_segments(task, group, found, txn, part)
-                    crash_point("cleaner-cleaned-written")
-                with os.fdopen(writer, "wb") as out:
-                    pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(writer)
+
+        def first_groups() -> CleanerStats:
+            self.check_done = lambda: None  # the worker checks, and kills this process
+            part = CleanerStats()
+            txn = CleanedTransactions(())
+            for group in groups[:split]:
+                self.clean_segments(task, group, found, txn, part)
+                crash_point("cleaner-cleaned-written")
+            return part
+
+        pid, reader = in_forked_process(first_groups)
         with os.fdopen(reader, "rb") as inp:
             try:
                 txn = CleanedTransactions(())
