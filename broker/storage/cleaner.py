@@ -425,6 +425,13 @@ def _records(data: bytes, p: int, header: BatchHeader) -> tuple[bytes, int, int]
 PR_SET_PDEATHSIG = 1
 
 
+def balanced_split(costs: Sequence[int]) -> int:
+    """Where to cut `costs` (at least two) into a first part and the rest so that the larger
+    part costs the least: the first part's length."""
+    before = list(accumulate(costs))  # before[k - 1]: the cost of the first k
+    return min(range(1, len(costs)), key=lambda k: max(before[k - 1], before[-1] - before[k - 1]))
+
+
 def in_forked_process(work: Callable[[], object]) -> tuple[int, int]:
     """Start `work` in a forked process (the worker's other core), which sends its answer,
     pickled, down a pipe and exits (status 1 if `work` raised); its pid and the pipe's read
@@ -545,6 +552,12 @@ class Cleaner:
         found.located = omap.located_winners()
         return found
 
+    def _may_fork(self, task: CleanTask) -> bool:
+        """Whether a pass may hand part of its work to a forked process: allowed here, no
+        aborted transaction pending (its state runs across segments), no throttle (one rate
+        for one process)."""
+        return self.two_cores and not task.aborted and not 0 < self.throttler.rate < 1e300
+
     def _map_on_two_cores(
         self, task: CleanTask, dirty: list[tuple[SegmentRef, int]], stats: CleanerStats
     ) -> MapPass | None:
@@ -554,14 +567,9 @@ class Cleaner:
         differ: no aborted transactions (whose state runs across segments), no throttle, and
         a map that could not have filled up (checked after). None, with the map cleared, when
         it did not apply or did not work out (the caller then reads in order)."""
-        if not self.two_cores or task.aborted or len(dirty) < 2 or 0 < self.throttler.rate < 1e300:
+        if not self._may_fork(task) or len(dirty) < 2:
             return None
-        total = sum(seg.size for seg, _ in dirty)
-        half, acc = 1, 0
-        for half, (seg, _) in enumerate(dirty[:-1], 1):  # noqa: B007
-            acc += seg.size
-            if 2 * acc >= total:
-                break
+        half = balanced_split([seg.size for seg, _ in dirty])
         start = task.first_dirty_offset
 
         def first_half() -> tuple:
@@ -687,9 +695,7 @@ class Cleaner:
         aborted transaction may be pending. The parts take about as long: a group's cost is
         its size plus COPY_COST_PER_RECORD for each record it keeps (the later groups keep
         most of the records: a key's latest record tends to be near the log's end)."""
-        if not self.two_cores or task.aborted or len(groups) < 2 or found.unmapped:
-            return 0
-        if 0 < self.throttler.rate < 1e300 or found.mapped_from < 0:
+        if not self._may_fork(task) or len(groups) < 2 or found.unmapped or found.mapped_from < 0:
             return 0
         bounds = [bisect_left(found.located, located(g[0].base_offset, 0)) for g in groups]
         bounds.append(len(found.located))
@@ -697,10 +703,7 @@ class Cleaner:
             sum(s.size for s in g) + COPY_COST_PER_RECORD * (bounds[i + 1] - bounds[i])
             for i, g in enumerate(groups)
         ]
-        before = list(accumulate(costs))  # before[k - 1]: the cost of groups[:k]
-        split = min(
-            range(1, len(groups)), key=lambda k: max(before[k - 1], before[-1] - before[k - 1])
-        )
+        split = balanced_split(costs)
         first = groups[split][0].base_offset
         if first < found.mapped_from or found.last_marker >= first:
             return 0
