@@ -1,4 +1,4 @@
-"""Odradek next to Apache Kafka 3.9 on the same machine: ``make bench`` (every scenario, five
+"""Odradek next to Apache Kafka 3.9 on the same machine: ``make bench`` (every scenario, four
 repeats) and ``make bench-quick`` (a smoke run).
 
 Scenarios that share a kind of deployment (one broker, three brokers...) run on the same servers.
@@ -121,7 +121,7 @@ SCENARIOS = [
              "the log cleaner's rate and produce latency while it runs (3 repeats at most)",
              rehearsed=False),
     Scenario("offline-load", "offline-load", sc.offline_load,
-             "the Spark offline-load pipeline into Parquet (3 repeats at most)",
+             "the Spark offline-load pipeline into Parquet (2 repeats at most)",
              in_quick=False, rehearsed=False),
 ]  # fmt: skip
 
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: small phases, one repeat"
     )
-    parser.add_argument("--repeats", type=int, help="repeats per measurement (5; quick: 1)")
+    parser.add_argument("--repeats", type=int, help="repeats per measurement (4; quick: 1)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
