@@ -182,8 +182,17 @@ def reference(results: Results) -> str:
                          f"({min(ms):.0f}–{max(ms):.0f})")  # fmt: skip
     if not parts:
         return ""
+    steal = []
+    for system in SYSTEMS:
+        pct = [r["steal_pct"] for r in results.reference
+               if r["system"] == system and "steal_pct" in r]  # fmt: skip
+        if pct:
+            steal.append(f"{system}'s turns {statistics.median(pct):.1f}% "
+                         f"({min(pct):.1f}–{max(pct):.1f})")  # fmt: skip
+    stolen = (f" CPU time the host gave to other guests (steal): {', '.join(steal)}."
+              if steal else "")  # fmt: skip
     return ("The machine's reference work (the same slice of work timed before every turn): "
-            f"{', '.join(parts)}.\n")  # fmt: skip
+            f"{', '.join(parts)}.{stolen}\n")  # fmt: skip
 
 
 def write(results: Results, folder: Path, meta: dict, header: str) -> list[Path]:

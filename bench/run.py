@@ -252,11 +252,27 @@ def take_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, repeat: int, bato
     baton.take(ctx.system)
     ctx.repeat, ctx.baton, ctx.owes_turn = repeat, baton, False
     try:
-        reference(ctx.results, kind, ctx.system, repeat)
+        entry = reference(ctx.results, kind, ctx.system, repeat)
+        stolen, began = steal_seconds(), time.monotonic()
         turn(ctx, chosen)
+        # Between this system's phases the other's ran: the share is of the whole stretch.
+        entry["steal_pct"] = (
+            100 * (steal_seconds() - stolen) / ((time.monotonic() - began) * (os.cpu_count() or 1))
+        )
     finally:
         ctx.baton = None
         baton.finish(ctx.system)
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave other guests while this machine's vCPUs wanted to run
+    (/proc/stat's steal, every CPU together): a busy host slows every phase it falls in."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def turn(ctx: sc.Ctx, chosen: list[Scenario]) -> None:
@@ -290,7 +306,7 @@ def profile_turn(ctx: sc.Ctx, chosen: list[Scenario], kind: Kind, folder: Path) 
                   flush=True)  # fmt: skip
 
 
-def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> None:
+def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> dict:
     """Time a fixed slice of work (a Python loop, copies of 64 MiB; the median of three) before
     a system's turn: the machine's own speed then. A row that moved between runs as much as
     this did moved with the machine, not with the system."""
@@ -305,7 +321,9 @@ def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> 
             bytearray(block)
         times.append(time.perf_counter() - began)
     ms = statistics.median(times) * 1000
-    results.reference.append({"kind": kind.name, "repeat": repeat + 1, "system": system, "ms": ms})
+    entry = {"kind": kind.name, "repeat": repeat + 1, "system": system, "ms": ms}
+    results.reference.append(entry)
+    return entry
 
 
 def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:

@@ -337,6 +337,27 @@ def test_unknown_tagged_fields_are_skipped():
     assert decode_response(18, 3, with_unknown)[1] == decode_response(18, 3, frame)[1]
 
 
+def test_fixed_width_struct_array_with_a_tagged_field_in_one_element():
+    """ListOffsets v7's partitions decode in one call when no element has tagged fields; an
+    element carrying one (unknown to us) still decodes, the array element by element."""
+    parts = [
+        {"partition_index": p, "current_leader_epoch": p % 3 - 1, "timestamp": -1 - p % 2,
+         "max_num_offsets": 1} for p in range(40)
+    ]  # fmt: skip
+    body = {"replica_id": -1, "isolation_level": 1, "topics": [{"name": "t", "partitions": parts}]}
+    frame = request_frame(2, 7, body)
+    header, offset = read_request_header(frame)
+    assert decode_request(2, 7, frame, offset) == body
+    # Element 5 ends after replica_id, isolation_level, the topics count, the name, the
+    # partitions count and six elements of 17 bytes.
+    element_end = offset + 4 + 1 + 1 + 2 + 1 + 17 * 6
+    assert frame[element_end - 1] == 0  # its empty tagged section
+    tagged = frame[: element_end - 1] + b"\x01\x63\x02hi" + frame[element_end:]
+    assert decode_request(2, 7, tagged, offset) == body
+    with pytest.raises(ProtocolError):
+        decode_request(2, 7, frame[: element_end + 3], offset)
+
+
 def test_tagged_field_size_mismatch_is_rejected():
     frame = response_frame(18, 3, {"api_keys": []})
     bad = frame[:-1] + b"\x01" + b"\x01\x02" + b"\x00" * 8  # epoch is 8 bytes, size says 2
