@@ -30,7 +30,7 @@ def test_reference_names_each_systems_speed_and_steal():
     sentence = report.reference(results)
     assert "Kafka's turns 140 ms (120–180)" in sentence
     assert "Odradek's turns 150 ms (130–160)" in sentence
-    assert "(steal): Kafka's turns 1.0% (0.5–4.0), Odradek's turns 0.2% (0.0–9.5)." in sentence
+    assert "during the turns (steal): 0.8% (0.0–9.5)." in sentence
 
 
 def test_reference_without_steal_says_nothing_of_it():
