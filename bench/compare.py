@@ -1,0 +1,164 @@
+"""Two or more bench runs side by side: ``python bench/compare.py RUN RUN [RUN...]``, where a
+RUN is a results folder (bench/results/<timestamp>) or its results.json.
+
+Prints a Markdown table of every row's medians per run, each system's spread between runs and
+the ratio per run, then for every pair of runs the throughput rows whose median moved by more
+than 10%, and the same count for the machine's reference work (its median over a kind's
+turns, per system): a fixed slice of work that involves neither system. When the reference
+work moves as often as the rows do, the machine moved, not the systems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from report import Row, fmt
+from systems import SYSTEMS
+
+MOVED = 0.10  # the issue's bound for two runs' medians
+
+
+@dataclass
+class Run:
+    name: str
+    meta: dict
+    rows: dict[tuple[str, str], Row]
+    reference: list[dict]
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        file = path / "results.json" if path.is_dir() else path
+        doc = json.loads(file.read_text())
+        rows = {}
+        for item in doc["rows"]:
+            row = Row(item["scenario"], item["label"], item["unit"], item["higher_is_better"],
+                      item.get("values", {}), item.get("errors", {}), item.get("note", ""))  # fmt: skip
+            rows[(row.scenario, row.label)] = row
+        return cls(file.parent.name, doc.get("meta", {}), rows, doc.get("reference", []))
+
+    def median(self, key: tuple[str, str], system: str) -> float | None:
+        row = self.rows.get(key)
+        summary = row.summary(system) if row else None
+        return summary[0] if summary else None
+
+    def reference_groups(self) -> dict[tuple[str, str], float]:
+        """The reference work's median per (kind, system): what a row's four turns met."""
+        groups: dict[tuple[str, str], list[float]] = {}
+        for entry in self.reference:
+            groups.setdefault((entry["kind"], entry["system"]), []).append(entry["ms"])
+        return {k: statistics.median(v) for k, v in groups.items()}
+
+
+def is_throughput(row: Row) -> bool:
+    """The rows the issue's spread bound is about: rates, not the offered one."""
+    return row.higher_is_better and row.unit in ("rec/s", "MB/s") and "offered" not in row.label
+
+
+def moved(a: float | None, b: float | None) -> float | None:
+    if not a or not b:
+        return None
+    return abs(a - b) / min(a, b)
+
+
+def spread(values: list[float | None]) -> str:
+    present = [v for v in values if v]
+    if len(present) < 2:
+        return "–"
+    return f"{(max(present) - min(present)) / min(present) * 100:.0f}%"
+
+
+def table(runs: list[Run]) -> str:
+    keys: list[tuple[str, str]] = []
+    for run in runs:
+        keys += [k for k in run.rows if k not in keys]
+    each = " / ".join(f"run {i + 1}" for i in range(len(runs)))
+    lines = [
+        f"| scenario | measurement | unit | Kafka {each} | Odradek {each} | Odradek/Kafka {each} "
+        "| Odradek spread | Kafka spread |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for key in keys:
+        row = next(run.rows[key] for run in runs if key in run.rows)
+        medians = {s: [run.median(key, s) for run in runs] for s in SYSTEMS}
+        ratios = []
+        for run in runs:
+            r = run.rows.get(key)
+            x = r.ratio() if r else None
+            ratios.append(
+                "–" if x is None else (f"**{x:.2f}**" if r.odradek_behind() else f"{x:.2f}")
+            )
+        cells = {s: " / ".join("–" if v is None else fmt(v) for v in medians[s]) for s in SYSTEMS}
+        unit = f"{row.unit} {'↑' if row.higher_is_better else '↓'}"
+        lines.append(
+            f"| {key[0]} | {key[1]} | {unit} | {cells['Kafka']} | {cells['Odradek']} "
+            f"| {' / '.join(ratios)} | {spread(medians['Odradek'])} | {spread(medians['Kafka'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def pairs(runs: list[Run]) -> str:
+    out = []
+    for (i, a), (j, b) in itertools.combinations(enumerate(runs), 2):
+        out.append(f"Runs {i + 1} and {j + 1}:")
+        for system in SYSTEMS:
+            rows = []
+            for key, row in a.rows.items():
+                d = moved(a.median(key, system), b.median(key, system))
+                if key in b.rows and is_throughput(row) and d is not None and d > MOVED:
+                    rows.append(f"{key[1]} {d * 100:.0f}%")
+            total = sum(1 for k, r in a.rows.items() if is_throughput(r) and k in b.rows)
+            listed = f": {'; '.join(rows)}" if rows else ""
+            out.append(f"- {system}: {len(rows)} of {total} throughput rows moved more than "
+                       f"{MOVED:.0%}{listed}")  # fmt: skip
+        ra, rb = a.reference_groups(), b.reference_groups()
+        common = sorted(set(ra) & set(rb))
+        ref = [f"{k}/{s} {ra[(k, s)]:.0f}/{rb[(k, s)]:.0f} ms" for k, s in common
+               if (d := moved(ra[(k, s)], rb[(k, s)])) is not None and d > MOVED]  # fmt: skip
+        listed = f": {'; '.join(ref)}" if ref else ""
+        out.append(f"- the reference work: {len(ref)} of {len(common)} (kind, system) medians "
+                   f"moved more than {MOVED:.0%}{listed}")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def header(runs: list[Run]) -> str:
+    out = []
+    for i, run in enumerate(runs):
+        m = run.meta
+        ms = [e["ms"] for e in run.reference]
+        steal = [e["steal_pct"] for e in run.reference if "steal_pct" in e]
+        speed = (
+            f"; reference work {statistics.median(ms):.0f} ms ({min(ms):.0f}–{max(ms):.0f})"
+            if ms
+            else ""
+        )
+        stolen = (
+            f"; steal {statistics.median(steal):.1f}% ({min(steal):.1f}–{max(steal):.1f})"
+            if steal
+            else ""
+        )
+        out.append(f"- run {i + 1}: {run.name}, commit {m.get('commit', '?')}, "
+                   f"{m.get('minutes', '?')} min{speed}{stolen}")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="bench runs side by side")
+    parser.add_argument("runs", nargs="+", type=Path, help="results folders or results.json")
+    args = parser.parse_args(argv)
+    if len(args.runs) < 2:
+        parser.error("give two runs or more")
+    runs = [Run.load(p) for p in args.runs]
+    print(header(runs))
+    print(table(runs))
+    print(pairs(runs), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""bench/compare.py: two runs' results side by side, the throughput rows whose medians moved by
+more than 10% between them, and the same count for the machine's reference work."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import compare  # noqa: E402
+
+
+def write_run(folder: Path, rows: list[dict], reference: list[dict]) -> Path:
+    folder.mkdir()
+    doc = {"meta": {"commit": "abc1234", "minutes": 27.5}, "rows": rows, "reference": reference}
+    (folder / "results.json").write_text(json.dumps(doc))
+    return folder
+
+
+def row(label: str, unit: str, higher: bool, kafka: list[float], odradek: list[float]) -> dict:
+    return {"scenario": "s", "label": label, "unit": unit, "higher_is_better": higher,
+            "values": {"Kafka": kafka, "Odradek": odradek}}  # fmt: skip
+
+
+def refs(kafka_ms: float, odradek_ms: float) -> list[dict]:
+    return [{"kind": "single", "repeat": i, "system": s, "ms": ms, "steal_pct": 1.0}
+            for i in (1, 2) for s, ms in (("Kafka", kafka_ms), ("Odradek", odradek_ms))]  # fmt: skip
+
+
+def test_pairs_count_the_rows_and_the_reference_work_that_moved(tmp_path: Path, capsys):
+    one = write_run(tmp_path / "one", [
+        row("produce", "rec/s", True, [100, 100], [200, 200]),
+        row("consume", "rec/s", True, [100, 100], [100, 100]),
+        row("offered rate", "rec/s", True, [10, 10], [10, 10]),
+        row("p99", "ms", False, [5, 5], [1, 1]),
+    ], refs(100, 100))  # fmt: skip
+    two = write_run(tmp_path / "two", [
+        row("produce", "rec/s", True, [105, 105], [150, 150]),  # Odradek 33% lower
+        row("consume", "rec/s", True, [80, 80], [95, 95]),  # Kafka 25% lower
+        row("offered rate", "rec/s", True, [20, 20], [20, 20]),  # not a throughput row
+        row("p99", "ms", False, [9, 9], [3, 3]),  # a latency row
+    ], refs(100, 130))  # fmt: skip
+    assert compare.main([str(one), str(two / "results.json")]) == 0
+    out = capsys.readouterr().out
+    assert "- Kafka: 1 of 2 throughput rows moved more than 10%: consume 25%" in out
+    assert "- Odradek: 1 of 2 throughput rows moved more than 10%: produce 33%" in out
+    assert "the reference work: 1 of 2 (kind, system) medians moved more than 10%: " \
+        "single/Odradek 100/130 ms" in out  # fmt: skip
+    assert "| s | produce | rec/s ↑ | 100 / 105 | 200 / 150 | 2.00 / 1.43 | 33% | 5% |" in out
+    assert "| s | p99 | ms ↓ | 5.00 / 9.00 | 1.00 / 3.00 | 0.20 / 0.33 | 200% | 80% |" in out
+    assert "commit abc1234, 27.5 min; reference work 100 ms (100–100); steal 1.0%" in out
