@@ -277,11 +277,11 @@ class _Compiler:
                 )
                 self.emit(inner, f"pos += {n} * {width}")
                 return
-            if f.is_struct_array and self.fixed_width_elements(f.fields):
-                # Fetch, ListOffsets, OffsetForLeaderEpoch: a thousand partitions each. One
-                # iter_unpack when every element's tagged-field section is empty (the usual
+            if f.is_struct_array and (fixed := self.fixed_width_fields(f.fields)):
+                # The partitions of Fetch, ListOffsets, OffsetForLeaderEpoch (up to thousands).
+                # One iter_unpack when every element's tagged-field section is empty (the usual
                 # case), else the general loop below.
-                inner = self.decode_fixed_array(inner, target, n, f.fields)
+                inner = self.decode_fixed_array(inner, target, n, f.fields, fixed)
             self.emit(inner, f"{target} = []")
             ap = self.var("ap")
             self.emit(inner, f"{ap} = {target}.append")
@@ -306,20 +306,23 @@ class _Compiler:
             assert isinstance(f.type, str)
             self.read_scalar(ind, target, f.type, nullable, what)
 
-    def fixed_width_elements(self, fields: tuple[Field, ...]) -> bool:
-        """Whether every field of the element present at this version is a fixed-width number
-        on the wire (no tagged fields known to this version): the array's elements then all
-        have one size."""
+    def fixed_width_fields(self, fields: tuple[Field, ...]) -> list[Field]:
+        """The element's fields present at this version when every one is a fixed-width number
+        on the wire (no tagged fields known to this version), so all elements have one size;
+        else []."""
         present = [f for f in fields if self.present(f)]
-        return bool(present) and all(
+        fixed = all(
             not self.is_tagged(f) and isinstance(f.type, str) and f.type in _FIXED
             and f.type != "uuid" for f in present
         )  # fmt: skip
+        return present if fixed else []
 
-    def decode_fixed_array(self, ind: int, target: str, n: str, fields: tuple[Field, ...]) -> int:
-        """Emit the one-call decoding of `n` fixed-width elements, guarded: returns the indent of
-        the `else` branch, where the general loop goes."""
-        present = [f for f in fields if self.present(f)]
+    def decode_fixed_array(
+        self, ind: int, target: str, n: str, fields: tuple[Field, ...], present: list[Field]
+    ) -> int:
+        """Emit the one-call decoding of `n` elements of the fixed-width `present` fields (the
+        others take their defaults), guarded: returns the indent of the `else` branch, where
+        the general loop goes."""
         fmt = ">" + "".join(_FIXED[str(f.type)] for f in present) + ("x" if self.flexible else "")
         width = struct.calcsize(fmt)
         s = self.const(struct.Struct(fmt))
