@@ -10,7 +10,7 @@ another client. The last line printed on stdout is a JSON object with the measur
                        [--compression C] [--idempotent] [--rate R] [--go-file F] [--stamp]
     loadgen.py consume --topic T --records N --partitions P [--seconds S [--readers K]]
     loadgen.py group-consume --topic T --group G --work-dir D [--latency]
-    loadgen.py txn-produce --topic T --records N|--seconds S --size B --txn-records K
+    loadgen.py txn-produce --topic T --records N|--seconds S --size B --txn-records K|--txn-ms M
     loadgen.py metadata --topic T [--topic T ...] --partitions P --requests N
     loadgen.py list-offsets --topic T --partitions P --requests N
 
@@ -261,9 +261,12 @@ def send_batches(
 
 
 def txn_produce(args: argparse.Namespace) -> dict:
-    """A transactional producer: ``txn_records`` values per transaction, committed one after the
-    other; time from the first begin to the last commit, counting committed records only. With
-    ``seconds``: transactions begin for that long, after one unmeasured transaction."""
+    """A transactional producer committing one transaction after the other: ``txn_records``
+    values each, or with ``txn_ms`` as many values as the client takes in that many
+    milliseconds (Kafka Streams commits every 100 ms under exactly-once). Time from the first
+    begin to the last commit, counting committed records only, and the percentiles of the
+    transactions' times from begin to the commit's return. With ``seconds``: transactions
+    begin for that long, after one unmeasured transaction."""
     producer = Producer(
         {
             "bootstrap.servers": args.bootstrap,
@@ -275,29 +278,53 @@ def txn_produce(args: argparse.Namespace) -> dict:
     )
     producer.init_transactions(30)
     values = payloads(args.size, args.payload)
-    if args.seconds:  # one transaction before the clock: coordinator, leaders, partitions
+
+    def transaction() -> int:
         producer.begin_transaction()
-        for i in range(args.txn_records):
-            producer.produce(args.topic, values[i & 15])
+        if args.txn_ms:
+            sent = 0
+            until = time.perf_counter() + args.txn_ms / 1000
+            while time.perf_counter() < until:
+                try:
+                    producer.produce(args.topic, values[sent & 15])
+                    sent += 1
+                except BufferError:  # the queue is full: let librdkafka send
+                    producer.poll(0.001)
+        else:
+            for i in range(args.txn_records):
+                producer.produce(args.topic, values[i & 15])
+            sent = args.txn_records
         producer.commit_transaction(30)
+        return sent
+
+    if args.seconds:  # one transaction before the clock: coordinator, leaders, partitions
+        transaction()
     limit = args.records if not args.seconds else sys.maxsize
     committed = 0
+    took: list[float] = []
     start = time.perf_counter()
     stop_at = start + (args.seconds or args.duration)
-    while committed < limit and time.perf_counter() < stop_at:
-        producer.begin_transaction()
-        for i in range(args.txn_records):
-            producer.produce(args.topic, values[i & 15])
-        producer.commit_transaction(30)
-        committed += args.txn_records
+    while committed < limit and (began := time.perf_counter()) < stop_at:
+        committed += transaction()
+        took.append((time.perf_counter() - began) * 1000)
     elapsed = time.perf_counter() - start
+    took.sort()
     return {
         "phase": "txn-produce",
         "records": committed,
         "bytes": committed * args.size,
         "seconds": elapsed,
+        "transactions": len(took),
+        "txn_p50_ms": percentile(took, 0.5),
+        "txn_p99_ms": percentile(took, 0.99),
         "error": None,
     }
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The `q` quantile of sorted samples (the sample at rank q*n, no interpolation); NaN when
+    there are none."""
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
 # Every consumer here refetches a partition 10 ms after its local queue was full, not
@@ -581,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=1,
                         help="consume --seconds: consumers one after the other")  # fmt: skip
     parser.add_argument("--txn-records", type=int, default=100)
+    parser.add_argument("--txn-ms", type=float, default=0.0,
+                        help="txn-produce: commit every this many ms, not every --txn-records")  # fmt: skip
     parser.add_argument("--group")
     parser.add_argument("--work-dir")
     parser.add_argument("--latency", action="store_true")

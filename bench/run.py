@@ -101,7 +101,8 @@ SCENARIOS = [
     Scenario("compression", "single", sc.compression,
              "one broker: lz4 and zstd producers, compressible 1 KiB values"),
     Scenario("transactions", "single", sc.transactions,
-             "one broker: transactional producer, 100 records per transaction"),
+             "one broker: a transactional producer committing every 100 ms (8 partitions), "
+             "and the time of a transaction of 100 records (1 partition)"),
     Scenario("cluster", "cluster", sc.cluster,
              "three brokers, RF=3, min.insync.replicas=2: 8 producers acks=all, a group of 4 "
              "consumers, end-to-end latency at a fixed 10,000 records/s"),
