@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen import percentile
+
 HERE = Path(__file__).resolve().parent
 BACKOFF = {"log.cleaner.backoff.ms": "1000"}
 # Both cleaners' report: "cleaned log <name> (dirty section = [a, b])[:] <n> MB of log
@@ -87,8 +89,7 @@ def _percentiles(samples: list[float]) -> dict:
     if not samples:
         return {"count": 0}
     s = sorted(samples)
-    pick = lambda q: s[min(int(q * len(s)), len(s) - 1)]  # noqa: E731
-    return {"count": len(s), "p50": pick(0.5), "p99": pick(0.99), "max": s[-1]}
+    return {"count": len(s), "p50": percentile(s, 0.5), "p99": percentile(s, 0.99), "max": s[-1]}
 
 
 def probe(args: argparse.Namespace) -> dict:

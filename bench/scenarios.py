@@ -22,7 +22,7 @@ from pathlib import Path
 from baton import Baton
 from confluent_kafka import Consumer, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
-from loadgen import create_topics
+from loadgen import create_topics, percentile
 from report import Results
 from systems import Deployment
 
@@ -654,7 +654,7 @@ def latency(ctx: Ctx, size: int) -> None:
         skip = first + p.latency_seconds / 5
         ms = sorted(a * 1000 for t, a in zip(pairs[0::2], pairs[1::2], strict=True) if t >= skip)
         for label, q in zip(labels, (0.5, 0.99, 0.999), strict=True):
-            ctx.record(label, "ms", False, ms[min(int(q * len(ms)), len(ms) - 1)])
+            ctx.record(label, "ms", False, percentile(ms, q))
     except Exception as exc:  # noqa: BLE001
         for label in labels:
             ctx.fail(label, "ms", False, exc)
