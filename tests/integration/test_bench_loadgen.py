@@ -11,40 +11,23 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from test_transactions import consume_all
 
 LOADGEN = Path(__file__).resolve().parents[2] / "bench" / "loadgen.py"
-TIMEOUT = 120
 
 
 def txn_produce(bootstrap: str, topic: str, *options: str) -> dict:
     out = subprocess.run(
         [sys.executable, str(LOADGEN), "txn-produce", "--bootstrap", bootstrap, "--topic", topic,
          "--seconds", "1", "--size", "1024", *options],
-        capture_output=True, text=True, timeout=TIMEOUT, check=True,
+        capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def committed_records(bootstrap: str, topic: str, partitions: int) -> int:
-    """What a read_committed consumer reads of `topic` until it has read to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
-                         "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})  # fmt: skip
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        count, ended = 0, set()
-        while len(ended) < partitions:
-            msg = consumer.poll(TIMEOUT)
-            assert msg is not None, f"read {count} records, then nothing for {TIMEOUT} s"
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                ended.add(msg.partition())
-            else:
-                count += 1
-        return count
-    finally:
-        consumer.close()
+    """How many records a read_committed consumer reads of `topic`, from the start to the end."""
+    return len(consume_all(bootstrap, [topic], partitions, "read_committed"))
 
 
 def test_transactions_of_100_records_are_counted_and_timed(
