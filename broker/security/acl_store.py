@@ -10,6 +10,7 @@ async callers run them on the metadata-store executor.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -233,7 +234,12 @@ def describe_acls(zkc: KafkaZk, f: AclBindingFilter) -> list[AclBinding]:
 
 class AclChangeListener:
     """Loads every ACL into `cache`, then re-reads each resource named by a new notification
-    under either change root."""
+    under either change root.
+
+    Every update of the cache reads the store and sets the entries under one lock, the writing
+    broker's own (`refresh`) included: reads in one session see the store's changes in order,
+    so a broker that wrote a pattern cannot put back its older entries over a newer write of
+    another broker that it has already learned from a notification."""
 
     def __init__(
         self,
@@ -258,11 +264,13 @@ class AclChangeListener:
             )
             for root in (LITERAL_CHANGES, EXTENDED_CHANGES)
         ]
+        self._updating = asyncio.Lock()
 
     async def start(self) -> None:
         for listener in self._roots:
             await listener.skip_existing()
-        self.cache.replace_all(await run_blocking(self._executor, load_all, self.zk))
+        async with self._updating:
+            self.cache.replace_all(await run_blocking(self._executor, load_all, self.zk))
         for listener in self._roots:
             await listener.start()
 
@@ -270,7 +278,13 @@ class AclChangeListener:
         for listener in self._roots:
             await listener.stop()
 
+    async def refresh(self, patterns: Iterable[ResourcePattern]) -> None:
+        """Re-read these patterns into the cache: the writing broker's own change, seen before
+        it answers (Kafka's updateCache), without waiting for the notification."""
+        async with self._updating:
+            for pattern in patterns:
+                entries, _ = await run_blocking(self._executor, get_acls, self.zk, pattern)
+                self.cache.set(pattern, entries)
+
     async def _reload(self, root: str, data: bytes) -> None:
-        pattern = decode_change(root, data)
-        entries, _ = await run_blocking(self._executor, get_acls, self.zk, pattern)
-        self.cache.set(pattern, entries)
+        await self.refresh([decode_change(root, data)])

@@ -10,7 +10,7 @@ plus `new_sasl_server` per listener.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..cluster.kafka_zk import KafkaZk
 from ..cluster.metadata_store import run_blocking
 from ..quotas.config import QuotaConfigCache
 from ..quotas.manager import QuotaManager, QuotaSettings
-from .acl import AclAuthorizer, AclCache, parse_super_users
+from .acl import AclAuthorizer, AclCache, ResourcePattern, parse_super_users
 from .acl_store import AclChangeListener
 from .credentials import ScramCredentialCache
 from .plain import plain_users
@@ -76,6 +76,10 @@ class SecurityService:
     async def stop(self) -> None:
         await self.tokens.stop()
         await self._acl_listener.stop()
+
+    async def refresh_acls(self, patterns: Iterable[ResourcePattern]) -> None:
+        """This broker wrote these ACL patterns: its cache reads them before it answers."""
+        await self._acl_listener.refresh(patterns)
 
     async def on_entity_config(self, entity_type: str, name: str) -> None:
         """ConfigChangeListener's `on_entity_config`: users and clients changed."""

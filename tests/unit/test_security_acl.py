@@ -169,3 +169,38 @@ def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
         asyncio.run(run())
     finally:
         store.close()
+
+
+def test_the_writers_own_cache_update_does_not_bring_back_a_newer_removal(tmp_path: Path) -> None:
+    """Broker A writes an ACL; before A's CreateAcls handler updates A's cache, broker B deletes
+    it and A's listener has already applied B's notification. A's late update must not put the
+    ACL back: A would go on granting what B revoked until the pattern next changed."""
+    store = EmbeddedStore(str(tmp_path / "meta"))
+    zkc = KafkaZk(store)
+    cache = AclCache()
+    granted = AclBinding(ResourcePattern(T, "orders"), entry(Op.READ))
+    marker = AclBinding(ResourcePattern(T, "marker"), entry(Op.DESCRIBE))
+
+    async def run() -> None:
+        listener = acl_store.AclChangeListener(zkc, cache)
+        await listener.start()
+        try:
+            written = acl_store.create_acls(zkc, [granted])  # broker A
+            acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])  # broker B
+            acl_store.create_acls(zkc, [marker])  # B again: notified after the removal
+            for _ in range(200):
+                if cache.bindings() == [marker]:
+                    break
+                await asyncio.sleep(0.05)
+            assert cache.bindings() == [marker]
+            await listener.refresh(written)  # A's handler, late
+            assert cache.bindings() == [marker]
+            await listener.refresh([marker.pattern])
+            assert cache.bindings() == [marker]
+        finally:
+            await listener.stop()
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()

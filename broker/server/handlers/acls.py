@@ -126,17 +126,18 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
         except InvalidAclError as e:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
     if valid:
-        _cache(ctx, await ctx.broker.run_io(acl_store.create_acls, ctx.broker.zk, valid))
+        await _cache(ctx, await ctx.broker.run_io(acl_store.create_acls, ctx.broker.zk, valid))
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _cache(ctx: RequestContext, written: acl_store.Written) -> None:
+async def _cache(ctx: RequestContext, written: acl_store.Written) -> None:
     """The writing broker sees its own change before it answers, as Kafka's does: a client
     that created an ACL here and uses it at once is not refused while the change notification
-    is on its way (the other brokers still learn it from the notification)."""
+    is on its way (the other brokers still learn it from the notification). The patterns are
+    read again rather than set from what this broker wrote: another broker may have written
+    them since (see AclChangeListener)."""
     if ctx.broker.security is not None:
-        for pattern, entries in written.items():
-            ctx.broker.security.authorizer.cache.set(pattern, entries)
+        await ctx.broker.security.refresh_acls(written)
 
 
 @handles(ApiKey.DELETE_ACLS, "0-3")
@@ -163,7 +164,7 @@ async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
     matched: list[list[AclBinding]] = []
     if valid:
         matched, written = await ctx.broker.run_io(acl_store.delete_acls, ctx.broker.zk, valid)
-        _cache(ctx, written)
+        await _cache(ctx, written)
     it = iter(matched)
     out = []
     for f, err in zip(filters, errors, strict=True):
