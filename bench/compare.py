@@ -6,13 +6,22 @@ the ratio per run, then for every pair of runs the throughput rows whose median 
 than 10%, and the same count for the machine's reference work (its median over a kind's
 turns, per system): a fixed slice of work that involves neither system. When the reference
 work moves as often as the rows do, the machine moved, not the systems.
+
+Last, the noise within the runs: for every throughput row and system, how far a row's repeats
+spread within one run (pooled over all the runs given), and the chance that this spread alone,
+with no drift of the machine between runs, moves two runs' medians by more than 10%, at the
+runs' number of repeats and at more. Rows moved beyond that expectation moved with the
+machine between the runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
+import math
+import random
 import statistics
 import sys
 from dataclasses import dataclass
@@ -126,6 +135,89 @@ def pairs(runs: list[Run]) -> str:
     return "\n".join(out) + "\n"
 
 
+MORE_REPEATS = (8, 16)  # what the noise section also prices
+
+
+def within_run_sd(runs: list[Run], key: tuple[str, str], system: str) -> tuple[float, int] | None:
+    """The standard deviation of log(value) of a row's repeats around each run's mean, pooled
+    over the runs (each with two repeats or more), and the repeats per run (the most common)."""
+    squares, freedom, sizes = 0.0, 0, []
+    for run in runs:
+        row = run.rows.get(key)
+        logs = [math.log(v) for v in (row.values.get(system, []) if row else []) if v > 0]
+        if len(logs) < 2:
+            continue
+        mean = statistics.fmean(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        freedom += len(logs) - 1
+        sizes.append(len(logs))
+    if not freedom:
+        return None
+    return math.sqrt(squares / freedom), statistics.mode(sizes)
+
+
+@functools.cache
+def median_sd(repeats: int) -> float:
+    """The standard deviation of the median of `repeats` draws from a standard normal
+    distribution (by simulation, seeded: the same figure every time)."""
+    rng = random.Random(repeats)
+    medians = [statistics.median(rng.gauss(0, 1) for _ in range(repeats)) for _ in range(20_000)]
+    return statistics.pstdev(medians)
+
+
+def chance_moved(sd: float, repeats: int) -> float:
+    """The chance that two runs' medians of `repeats` repeats, each repeat off by normal noise
+    of `sd` (log scale), differ by more than MOVED."""
+    spread_of_difference = math.sqrt(2) * median_sd(repeats) * sd
+    if spread_of_difference == 0:
+        return 0.0
+    bound = math.log1p(MOVED) / spread_of_difference
+    return 2 * (1 - statistics.NormalDist().cdf(bound))
+
+
+def noise(runs: list[Run]) -> str:
+    keys = [k for k, row in runs[0].rows.items() if is_throughput(row)]
+    head = " | ".join(f"{s} within a run | {s} P(moved)" for s in SYSTEMS)
+    lines = [
+        "The noise within the runs (the repeats' spread around each run's mean, pooled over the "
+        f"runs) and the chance it alone moves two runs' medians by more than {MOVED:.0%}:",
+        "",
+        f"| measurement | repeats | {head} |",
+        "|---|---:|" + "---:|---:|" * len(SYSTEMS),
+    ]
+    expected: dict[str, dict[int, list[float]]] = {s: {} for s in SYSTEMS}
+    for key in keys:
+        cells, repeats = [], 0
+        for system in SYSTEMS:
+            found = within_run_sd(runs, key, system)
+            if found is None:
+                cells += ["–", "–"]
+                continue
+            sd, repeats = found
+            for k in (repeats, *MORE_REPEATS):
+                expected[system].setdefault(k, []).append(chance_moved(sd, k))
+            cells += [f"{sd * 100:.1f}%", f"{chance_moved(sd, repeats):.2f}"]
+        lines.append(f"| {key[1]} | {repeats or '–'} | {' | '.join(cells)} |")
+    lines.append("")
+    for system in SYSTEMS:
+        if not expected[system]:
+            continue
+        observed = [
+            sum(1 for key in keys
+                if (d := moved(a.median(key, system), b.median(key, system))) is not None
+                and d > MOVED)
+            for a, b in itertools.combinations(runs, 2)
+        ]  # fmt: skip
+        by_repeats = []
+        for k, chances in sorted(expected[system].items()):
+            none_moved = math.prod(1 - c for c in chances)
+            by_repeats.append(f"{k} repeats: {sum(chances):.1f} rows expected to move, "
+                              f"{none_moved:.0%} chance that none does")  # fmt: skip
+        lines.append(f"- {system}: moved in the pairs of runs: {', '.join(map(str, observed))} "
+                     f"of {len(keys)}; from the noise alone, with {'; '.join(by_repeats)}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def header(runs: list[Run]) -> str:
     out = []
     for i, run in enumerate(runs):
@@ -157,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header(runs))
     print(table(runs))
     print(pairs(runs), end="")
+    print()
+    print(noise(runs), end="")
     return 0
 
 

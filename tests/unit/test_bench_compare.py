@@ -51,3 +51,32 @@ def test_pairs_count_the_rows_and_the_reference_work_that_moved(tmp_path: Path, 
     assert "| s | produce | rec/s ↑ | 100 / 105 | 200 / 150 | 2.00 / 1.43 | 33% | 5% |" in out
     assert "| s | p99 | ms ↓ | 5.00 / 9.00 | 1.00 / 3.00 | 0.20 / 0.33 | 200% | 80% |" in out
     assert "commit abc1234, 27.5 min; reference work 100 ms (100–100); steal 1.0%" in out
+
+
+def test_the_noise_section_prices_the_spread_within_the_runs(tmp_path: Path, capsys):
+    """A row whose repeats agree cannot move from noise; one whose repeats swing by ±10%
+    moves two medians of four by more than 10% about three times in ten (normal noise), less
+    often with more repeats."""
+    steady, swinging = [100.0] * 4, [90.0, 110.0, 90.0, 110.0]
+    one = write_run(tmp_path / "one", [row("produce", "rec/s", True, swinging, steady)], [])
+    two = write_run(tmp_path / "two", [row("produce", "rec/s", True, swinging, steady)], [])
+    assert compare.main([str(one), str(two)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("| produce | 4 |"))
+    kafka_sd, kafka_p, odradek_sd, odradek_p = (c.strip() for c in line.split("|")[3:7])
+    assert (odradek_sd, odradek_p) == ("0.0%", "0.00")
+    # each repeat log(110/90) / 2 off its run's mean; eight of them, six degrees of freedom
+    assert kafka_sd == "11.6%"
+    assert 0.25 < float(kafka_p) < 0.32
+    assert "- Odradek: moved in the pairs of runs: 0 of 1; from the noise alone, with 4 repeats: " \
+        "0.0 rows expected to move, 100% chance that none does" in out  # fmt: skip
+    kafka = next(x for x in out.splitlines() if x.startswith("- Kafka: moved in the pairs"))
+    chances = [float(part.split(" rows expected")[0].split(": ")[-1])
+               for part in kafka.split(";") if "rows expected" in part]  # fmt: skip
+    assert chances == sorted(chances, reverse=True) and chances[-1] <= 0.1  # 4, 8, 16
+
+
+def test_the_median_of_normal_draws_spreads_as_known():
+    assert abs(compare.median_sd(1) - 1.0) < 0.02
+    assert abs(compare.median_sd(4) - 0.546) < 0.02  # the mean of the middle two of four
+    assert compare.chance_moved(0.0, 4) == 0.0
