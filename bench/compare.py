@@ -185,6 +185,7 @@ def noise(runs: list[Run]) -> str:
         f"| measurement | repeats | {head} |",
         "|---|---:|" + "---:|---:|" * len(SYSTEMS),
     ]
+    # per system: each row's chance at the runs' repeats (key 0), and at MORE_REPEATS each
     expected: dict[str, dict[int, list[float]]] = {s: {} for s in SYSTEMS}
     for key in keys:
         cells, repeats = [], 0
@@ -194,8 +195,8 @@ def noise(runs: list[Run]) -> str:
                 cells += ["–", "–"]
                 continue
             sd, repeats = found
-            for k in (repeats, *MORE_REPEATS):
-                expected[system].setdefault(k, []).append(chance_moved(sd, k))
+            for k, at in ((0, repeats), *((k, k) for k in MORE_REPEATS)):
+                expected[system].setdefault(k, []).append(chance_moved(sd, at))
             cells += [f"{sd * 100:.1f}%", f"{chance_moved(sd, repeats):.2f}"]
         lines.append(f"| {key[1]} | {repeats or '–'} | {' | '.join(cells)} |")
     lines.append("")
@@ -211,10 +212,11 @@ def noise(runs: list[Run]) -> str:
         by_repeats = []
         for k, chances in sorted(expected[system].items()):
             none_moved = math.prod(1 - c for c in chances)
-            by_repeats.append(f"{k} repeats: {sum(chances):.1f} rows expected to move, "
+            at = "the runs' repeats" if k == 0 else f"{k} repeats each"
+            by_repeats.append(f"at {at}: {sum(chances):.1f} rows expected to move, "
                               f"{none_moved:.0%} chance that none does")  # fmt: skip
         lines.append(f"- {system}: moved in the pairs of runs: {', '.join(map(str, observed))} "
-                     f"of {len(keys)}; from the noise alone, with {'; '.join(by_repeats)}")  # fmt: skip
+                     f"of {len(keys)}; from the noise alone, {'; '.join(by_repeats)}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

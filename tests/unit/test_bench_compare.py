@@ -68,12 +68,12 @@ def test_the_noise_section_prices_the_spread_within_the_runs(tmp_path: Path, cap
     # each repeat log(110/90) / 2 off its run's mean; eight of them, six degrees of freedom
     assert kafka_sd == "11.6%"
     assert 0.25 < float(kafka_p) < 0.32
-    assert "- Odradek: moved in the pairs of runs: 0 of 1; from the noise alone, with 4 repeats: " \
-        "0.0 rows expected to move, 100% chance that none does" in out  # fmt: skip
+    assert "- Odradek: moved in the pairs of runs: 0 of 1; from the noise alone, at the runs' " \
+        "repeats: 0.0 rows expected to move, 100% chance that none does" in out  # fmt: skip
     kafka = next(x for x in out.splitlines() if x.startswith("- Kafka: moved in the pairs"))
     chances = [float(part.split(" rows expected")[0].split(": ")[-1])
                for part in kafka.split(";") if "rows expected" in part]  # fmt: skip
-    assert chances == sorted(chances, reverse=True) and chances[-1] <= 0.1  # 4, 8, 16
+    assert chances == sorted(chances, reverse=True) and chances[-1] <= 0.1  # 4, then 8 and 16
 
 
 def test_the_median_of_normal_draws_spreads_as_known():
