@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,11 @@ def test_binding_validation() -> None:
             validate_binding(b)
 
 
-def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
+Body = Callable[[EmbeddedStore, KafkaZk, AclCache, acl_store.AclChangeListener], Awaitable[None]]
+
+
+def with_listener(tmp_path: Path, body: Body) -> None:
+    """Run `body` against a fresh store with an ACL change listener started on it."""
     store = EmbeddedStore(str(tmp_path / "meta"))
     zkc = KafkaZk(store)
     cache = AclCache()
@@ -122,46 +127,7 @@ def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
         listener = acl_store.AclChangeListener(zkc, cache)
         await listener.start()
         try:
-            written = acl_store.create_acls(
-                zkc,
-                [
-                    AclBinding(ResourcePattern(T, "orders"), entry(Op.READ)),
-                    AclBinding(ResourcePattern(T, "app-", PRE), entry(Op.WRITE, DENY)),
-                ],
-            )
-            assert written == {
-                ResourcePattern(T, "orders"): {entry(Op.READ)},
-                ResourcePattern(T, "app-", PRE): {entry(Op.WRITE, DENY)},
-            }
-            data, _ = store.get("/kafka-acl/Topic/orders")
-            assert json.loads(data) == {
-                "version": 1,
-                "acls": [
-                    {"principal": "User:alice", "permissionType": "Allow",
-                     "operation": "Read", "host": "*"}
-                ],
-            }  # fmt: skip
-            assert store.exists("/kafka-acl-extended/prefixed/Topic/app-") is not None
-            (change,) = store.get_children("/kafka-acl-changes")
-            assert store.get(f"/kafka-acl-changes/{change}")[0] == b"Topic:orders"
-            (ext,) = store.get_children("/kafka-acl-extended-changes")
-            assert json.loads(store.get(f"/kafka-acl-extended-changes/{ext}")[0]) == {
-                "version": 1, "resourceType": "TOPIC", "name": "app-", "patternType": "PREFIXED",
-            }  # fmt: skip
-            for _ in range(100):
-                if len(cache.bindings()) == 2:
-                    break
-                await asyncio.sleep(0.05)
-            assert len(cache.bindings()) == 2
-            deleted, written = acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])
-            assert [b.pattern.name for b in deleted[0]] == ["orders"]
-            assert written == {ResourcePattern(T, "orders"): set()}  # for the writer's cache
-            assert store.exists("/kafka-acl/Topic/orders") is None
-            for _ in range(100):
-                if len(cache.bindings()) == 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert [b.pattern.name for b in cache.bindings()] == ["app-"]
+            await body(store, zkc, cache, listener)
         finally:
             await listener.stop()
 
@@ -169,38 +135,72 @@ def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
         asyncio.run(run())
     finally:
         store.close()
+
+
+async def until(holds: Callable[[], bool]) -> None:
+    """Wait (10 s at most) for the listener to have applied the notifications."""
+    for _ in range(200):
+        if holds():
+            return
+        await asyncio.sleep(0.05)
+
+
+def test_store_paths_notifications_and_listener(tmp_path: Path) -> None:
+    async def body(store, zkc, cache, listener) -> None:
+        written = acl_store.create_acls(
+            zkc,
+            [
+                AclBinding(ResourcePattern(T, "orders"), entry(Op.READ)),
+                AclBinding(ResourcePattern(T, "app-", PRE), entry(Op.WRITE, DENY)),
+            ],
+        )
+        assert written == {
+            ResourcePattern(T, "orders"): {entry(Op.READ)},
+            ResourcePattern(T, "app-", PRE): {entry(Op.WRITE, DENY)},
+        }
+        data, _ = store.get("/kafka-acl/Topic/orders")
+        assert json.loads(data) == {
+            "version": 1,
+            "acls": [
+                {"principal": "User:alice", "permissionType": "Allow",
+                 "operation": "Read", "host": "*"}
+            ],
+        }  # fmt: skip
+        assert store.exists("/kafka-acl-extended/prefixed/Topic/app-") is not None
+        (change,) = store.get_children("/kafka-acl-changes")
+        assert store.get(f"/kafka-acl-changes/{change}")[0] == b"Topic:orders"
+        (ext,) = store.get_children("/kafka-acl-extended-changes")
+        assert json.loads(store.get(f"/kafka-acl-extended-changes/{ext}")[0]) == {
+            "version": 1, "resourceType": "TOPIC", "name": "app-", "patternType": "PREFIXED",
+        }  # fmt: skip
+        await until(lambda: len(cache.bindings()) == 2)
+        assert len(cache.bindings()) == 2
+        deleted, written = acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])
+        assert [b.pattern.name for b in deleted[0]] == ["orders"]
+        assert written == {ResourcePattern(T, "orders"): set()}  # for the writer's cache
+        assert store.exists("/kafka-acl/Topic/orders") is None
+        await until(lambda: len(cache.bindings()) == 1)
+        assert [b.pattern.name for b in cache.bindings()] == ["app-"]
+
+    with_listener(tmp_path, body)
 
 
 def test_the_writers_own_cache_update_does_not_bring_back_a_newer_removal(tmp_path: Path) -> None:
     """Broker A writes an ACL; before A's CreateAcls handler updates A's cache, broker B deletes
     it and A's listener has already applied B's notification. A's late update must not put the
     ACL back: A would go on granting what B revoked until the pattern next changed."""
-    store = EmbeddedStore(str(tmp_path / "meta"))
-    zkc = KafkaZk(store)
-    cache = AclCache()
     granted = AclBinding(ResourcePattern(T, "orders"), entry(Op.READ))
     marker = AclBinding(ResourcePattern(T, "marker"), entry(Op.DESCRIBE))
 
-    async def run() -> None:
-        listener = acl_store.AclChangeListener(zkc, cache)
-        await listener.start()
-        try:
-            written = acl_store.create_acls(zkc, [granted])  # broker A
-            acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])  # broker B
-            acl_store.create_acls(zkc, [marker])  # B again: notified after the removal
-            for _ in range(200):
-                if cache.bindings() == [marker]:
-                    break
-                await asyncio.sleep(0.05)
-            assert cache.bindings() == [marker]
-            await listener.refresh(written)  # A's handler, late
-            assert cache.bindings() == [marker]
-            await listener.refresh([marker.pattern])
-            assert cache.bindings() == [marker]
-        finally:
-            await listener.stop()
+    async def body(store, zkc, cache, listener) -> None:
+        written = acl_store.create_acls(zkc, [granted])  # broker A
+        acl_store.delete_acls(zkc, [AclBindingFilter(T, "orders", LIT)])  # broker B
+        acl_store.create_acls(zkc, [marker])  # B again: notified after the removal
+        await until(lambda: cache.bindings() == [marker])
+        assert cache.bindings() == [marker]
+        await listener.refresh(written)  # A's handler, late
+        assert cache.bindings() == [marker]
+        await listener.refresh([marker.pattern])
+        assert cache.bindings() == [marker]
 
-    try:
-        asyncio.run(run())
-    finally:
-        store.close()
+    with_listener(tmp_path, body)
