@@ -111,16 +111,22 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def moved_rows(a: Run, b: Run, system: str) -> list[tuple[tuple[str, str], float]]:
+    """The throughput rows of both runs whose `system` medians moved by more than MOVED."""
+    out = []
+    for key, row in a.rows.items():
+        d = moved(a.median(key, system), b.median(key, system))
+        if key in b.rows and is_throughput(row) and d is not None and d > MOVED:
+            out.append((key, d))
+    return out
+
+
 def pairs(runs: list[Run]) -> str:
     out = []
     for (i, a), (j, b) in itertools.combinations(enumerate(runs), 2):
         out.append(f"Runs {i + 1} and {j + 1}:")
         for system in SYSTEMS:
-            rows = []
-            for key, row in a.rows.items():
-                d = moved(a.median(key, system), b.median(key, system))
-                if key in b.rows and is_throughput(row) and d is not None and d > MOVED:
-                    rows.append(f"{key[1]} {d * 100:.0f}%")
+            rows = [f"{key[1]} {d * 100:.0f}%" for key, d in moved_rows(a, b, system)]
             total = sum(1 for k, r in a.rows.items() if is_throughput(r) and k in b.rows)
             listed = f": {'; '.join(rows)}" if rows else ""
             out.append(f"- {system}: {len(rows)} of {total} throughput rows moved more than "
@@ -203,12 +209,7 @@ def noise(runs: list[Run]) -> str:
     for system in SYSTEMS:
         if not expected[system]:
             continue
-        observed = [
-            sum(1 for key in keys
-                if (d := moved(a.median(key, system), b.median(key, system))) is not None
-                and d > MOVED)
-            for a, b in itertools.combinations(runs, 2)
-        ]  # fmt: skip
+        observed = [len(moved_rows(a, b, system)) for a, b in itertools.combinations(runs, 2)]
         by_repeats = []
         for k, chances in sorted(expected[system].items()):
             none_moved = math.prod(1 - c for c in chances)

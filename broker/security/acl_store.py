@@ -190,7 +190,8 @@ Written = dict[ResourcePattern, set[AccessControlEntry]]  # each changed pattern
 
 def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> Written:
     """Add bindings (already validated), one conditional update per resource pattern; returns
-    what was written, for the writing broker's own cache (Kafka's updateCache)."""
+    what was written: the patterns the writing broker then re-reads into its own cache
+    (`AclChangeListener.refresh`, Kafka's updateCache)."""
     by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, set()).add(b.entry)
