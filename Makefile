@@ -19,18 +19,23 @@ help: ## list the targets
 # pip's cache warm. Quiet unless something is wrong: pip at -q, and setuptools' note that every
 # editable install gets (about folders named like the package, which this repository does not
 # have) filtered out.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py broker/records/_keyindex.c
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "make: Odradek needs Python 3.11 or newer, and $(PYTHON) is $$($(PYTHON) -V 2>/dev/null || echo 'not found') (choose another with make PYTHON=python3.11 ...)" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
 	  echo "make: $(PYTHON) cannot create a virtualenv, its venv module has no ensurepip (Debian and Ubuntu: apt-get install python3-venv)" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+	@command -v cc >/dev/null 2>&1 && $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing gcc and python3-dev (apt) for the log cleaner's C loop"; \
+	    (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev >/dev/null || true; \
+	  else echo "make: no C compiler or no Python headers: the log cleaner's map pass will run in Python alone" >&2; fi
 	@echo "Installing Odradek and its test and bench dependencies into $(VENV)"
 	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
 	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[test,bench]'
 	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install Odradek into it (again when pyproject.toml changes)
+install: $(STAMP) ## create .venv and install Odradek into it (again when pyproject.toml, setup.py or the C source change)
 	@:
 
 # Debian packages the test suite drives (kcat is one of the real clients under test; ip puts the

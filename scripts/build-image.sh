@@ -37,8 +37,11 @@ base="$(bash "$root/scripts/build-base-image.sh" python)"
 mkdir -p "$wheels" "$dist"
 cp -p "$root/pyproject.toml" "$ctx/pyproject.toml"
 
-# The host's Python builds the (pure Python) odradek wheel: the project's venv has setuptools and
-# wheel, so no build isolation (and no network) is needed; without a venv, pip fetches them.
+# The host's Python builds the odradek wheel (its one C extension compiled by the host's
+# compiler: bookworm, like the base image, so the libc it links to is there; on a newer host
+# the image falls back to the Python reading): the project's
+# venv has setuptools and wheel, so no build isolation (and no network) is needed; without a
+# venv, pip fetches them.
 if [[ -x "$root/.venv/bin/python" ]]; then
     py="$root/.venv/bin/python"
     isolation=(--no-build-isolation)
@@ -60,7 +63,8 @@ tar -C "$root" -cf - \
 echo "build-image: building the odradek wheel" >&2
 rm -f "$dist"/odradek-*.whl
 # The backend's warnings go to a log shown only when the build fails.
-if ! SOURCE_DATE_EPOCH=946684800 "$py" -m pip wheel -q --no-deps "${isolation[@]}" -w "$dist" \
+# The copy's random path would go into the extension's debug information: mapped to ".".
+if ! SOURCE_DATE_EPOCH=946684800 CFLAGS="-ffile-prefix-map=$src=." "$py" -m pip wheel -q --no-deps "${isolation[@]}" -w "$dist" \
     "$src" >"$cache/images/wheel-odradek.log" 2>&1; then
     cat "$cache/images/wheel-odradek.log" >&2
     exit 1

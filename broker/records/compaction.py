@@ -8,11 +8,12 @@ their timestamp deltas re-encoded. The rewritten batch keeps the original base o
 offset delta, producer fields and partition leader epoch, so offsets and idempotent producers'
 sequences survive compaction; compressed batches are recompressed with their own codec.
 
-The map pass reads every record of the dirty section, so its loop (`index_keys`) works on the
-batch's bytes in place and builds a Python object only for a key it files; with each key's
-offset it files where the record starts in its batch, so the copy pass reads only the records
-that stay (`spans_at`). `select_records` is the record-by-record reading for what the map pass
-did not read whole (the clean section, malformed batches).
+The map pass reads every record of the dirty section, so its loop (`index_keys`, in C in
+`_keyindex.c` with `read_keys` as its Python reading) works on the batch's bytes in place and
+builds a Python object only for a key it files; with each key's offset it files where the
+record starts in its batch, so the copy pass reads only the records that stay (`spans_at`).
+`select_records` is the record-by-record reading for what the map pass did not read whole (the
+clean section, malformed batches).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from . import batch as b
 from .batch import BatchHeader, InvalidRecordError
 from .compression import Codec, codec_of, compress
 from .record import read_varint, write_varint
+
+try:
+    from . import _keyindex as _native
+except ImportError:  # built without a C compiler: the Python reading alone
+    _native = None
 
 
 class RecordSpan(NamedTuple):
@@ -88,7 +94,11 @@ def located(offset: int, position: int = UNKNOWN_POSITION) -> int:
 def map_key(key: bytes) -> bytes:
     """What the offset map files `key` under: the key itself when shorter than an MD5 digest
     (exact, and no larger), else its MD5 (Kafka's log.cleaner hash); lengths keep them apart."""
-    return key if len(key) < MAP_KEY_DIGEST_FROM else md5(key, usedforsecurity=False).digest()
+    return key if len(key) < MAP_KEY_DIGEST_FROM else _digest(key)
+
+
+def _digest(key: bytes) -> bytes:
+    return md5(key, usedforsecurity=False).digest()
 
 
 def index_keys(
@@ -106,10 +116,40 @@ def index_keys(
     later record of a key wins). Returns how many records have no key and whether the records'
     offsets fail to rise strictly within [`base_offset`, `last_offset`] (a malformed batch): the
     copy pass, which goes straight to the winning records by their positions, relies on both.
-
-    The offset map's inner loop: only lengths, offset deltas and keys are read, inline.
     InvalidRecordError when the records do not fill the span.
+
+    The offset map's inner loop, in C (`_keyindex`) when it is built; a batch the C loop does
+    not read whole, and every batch without it, is read by `read_keys`, which defines the result.
     """
+    if _native is not None:
+        read = _native.index_keys(
+            buf,
+            pos,
+            end,
+            count,
+            base_offset,
+            last_offset,
+            start,
+            into,
+            _digest,
+            MAP_KEY_DIGEST_FROM,
+        )
+        if read is not None:
+            return read
+    return read_keys(buf, pos, end, count, base_offset, last_offset, start, into)
+
+
+def read_keys(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    last_offset: int,
+    start: int,
+    into: dict[bytes, int],
+) -> tuple[int, bool]:
+    """`index_keys` in Python: only lengths, offset deltas and keys are read, inline."""
     keyless = 0
     stray = False
     first = pos
@@ -153,7 +193,7 @@ def index_keys(
                 if offset >= start:
                     key = buf[p : p + key_len]
                     if key_len >= MAP_KEY_DIGEST_FROM:
-                        key = md5(key, usedforsecurity=False).digest()
+                        key = _digest(key)
                     into[key] = (offset << POSITION_BITS) | (pos - first)
             elif p >= stop:
                 raise InvalidRecordError("record fields past the record's length")
