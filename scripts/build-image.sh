@@ -37,11 +37,10 @@ base="$(bash "$root/scripts/build-base-image.sh" python)"
 mkdir -p "$wheels" "$dist"
 cp -p "$root/pyproject.toml" "$ctx/pyproject.toml"
 
-# The host's Python builds the odradek wheel (its one C extension compiled by the host's
-# compiler: bookworm, like the base image, so the libc it links to is there; on a newer host
-# the image falls back to the Python reading): the project's
-# venv has setuptools and wheel, so no build isolation (and no network) is needed; without a
-# venv, pip fetches them.
+# The host's Python builds the odradek wheel, its one C extension with the host's compiler
+# (bookworm, like the base image, so the libc it links to is there; on a newer host the image
+# falls back to the Python reading): the project's venv has setuptools and wheel, so no build
+# isolation (and no network) is needed; without a venv, pip fetches them.
 if [[ -x "$root/.venv/bin/python" ]]; then
     py="$root/.venv/bin/python"
     isolation=(--no-build-isolation)
