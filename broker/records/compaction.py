@@ -9,9 +9,9 @@ offset delta, producer fields and partition leader epoch, so offsets and idempot
 sequences survive compaction; compressed batches are recompressed with their own codec.
 
 The map pass reads every record of the dirty section, so its loop (`index_keys`, in C in
-`_keyindex.c` with `read_keys` as its Python reading) works on the batch's bytes in place and
-builds a Python object only for a key it files; with each key's offset it files where the
-record starts in its batch, so the copy pass reads only the records that stay (`spans_at`).
+`_keyindex.c` where that is built) works on the batch's bytes in place and builds a Python
+object only for a key it files; with each key's offset it files where the record starts in its
+batch, so the copy pass reads only the records that stay (`spans_at`).
 `select_records` is the record-by-record reading for what the map pass did not read whole (the
 clean section, malformed batches).
 """
@@ -110,6 +110,8 @@ def index_keys(
     last_offset: int,
     start: int,
     into: dict[bytes, int],
+    *,
+    in_c: bool = True,
 ) -> tuple[int, bool]:
     """`into[map_key(key)] = located(offset, record's position from pos)` for each keyed record
     at or above offset `start` among the `count` records filling `buf[pos:end]`, in order (a
@@ -118,38 +120,17 @@ def index_keys(
     copy pass, which goes straight to the winning records by their positions, relies on both.
     InvalidRecordError when the records do not fill the span.
 
-    The offset map's inner loop, in C (`_keyindex`) when it is built; a batch the C loop does
-    not read whole, and every batch without it, is read by `read_keys`, which defines the result.
+    The offset map's inner loop: only lengths, offset deltas and keys are read, inline. In C
+    (`_keyindex`) when it is built and `in_c`; a batch the C loop does not read whole, and every
+    batch without it, is read by the Python below, which defines the result.
     """
-    if _native is not None:
+    if in_c and _native is not None:
         read = _native.index_keys(
-            buf,
-            pos,
-            end,
-            count,
-            base_offset,
-            last_offset,
-            start,
-            into,
-            _digest,
+            buf, pos, end, count, base_offset, last_offset, start, into, _digest,
             MAP_KEY_DIGEST_FROM,
-        )
+        )  # fmt: skip
         if read is not None:
             return read
-    return read_keys(buf, pos, end, count, base_offset, last_offset, start, into)
-
-
-def read_keys(
-    buf: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    last_offset: int,
-    start: int,
-    into: dict[bytes, int],
-) -> tuple[int, bool]:
-    """`index_keys` in Python: only lengths, offset deltas and keys are read, inline."""
     keyless = 0
     stray = False
     first = pos
