@@ -38,14 +38,19 @@ class WaitMeter:
 _meter: ContextVar[WaitMeter | None] = ContextVar("odradek_wait_meter", default=None)
 
 
-@contextmanager
-def metered() -> Iterator[WaitMeter]:
-    meter = WaitMeter()
-    token = _meter.set(meter)
-    try:
-        yield meter
-    finally:
-        _meter.reset(token)
+class metered:  # noqa: N801 - used as a function: `with metered() as meter:`
+    """Run a request's handler with a fresh meter as the current one. A class, not a
+    generator context manager: it is entered once per request."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> WaitMeter:
+        meter = WaitMeter()
+        self._token = _meter.set(meter)
+        return meter
+
+    def __exit__(self, *exc: object) -> None:
+        _meter.reset(self._token)
 
 
 @contextmanager

@@ -289,6 +289,9 @@ class QuotaConfigCache:
         """The applicable quota and the metric group sharing it, by Kafka's precedence:
         (u, c), (u, <default> c), u, (<default> u, c), (<default>, <default>), <default> u,
         c, <default> c."""
+        values = self._values
+        if not values:  # no quota configured (Kafka's quotasEnabled is off): nothing to look up
+            return None
         levels: list[tuple[Key, Key]] = [
             ((user, client_id), (user, client_id)),
             ((user, DEFAULT), (user, client_id)),
@@ -299,7 +302,6 @@ class QuotaConfigCache:
             ((None, client_id), ("", client_id)),
             ((None, DEFAULT), ("", client_id)),
         ]
-        values = self._values
         for lookup, group in levels:
             found = values.get(lookup)
             if found is not None and key in found:
