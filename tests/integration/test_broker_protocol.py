@@ -245,6 +245,62 @@ def test_pipelined_requests_are_answered_in_order(broker) -> None:
                 assert response["topics"] == []
 
 
+def _pipelined(requests: list[tuple[int, int, int, dict]]) -> bytes:
+    """(api key, version, correlation id, body) as one write."""
+    payload = bytearray()
+    for key, version, correlation_id, body in requests:
+        frame = codec.encode_request(key, version, correlation_id, CLIENT_ID, body)
+        payload += struct.pack(">i", len(frame)) + frame
+    return bytes(payload)
+
+
+def test_pipelined_answers_are_not_held_behind_a_waiting_fetch(broker, new_topic) -> None:
+    """Small answers to a pipelining client leave together, but never wait for a later request
+    of the pipeline that waits: here a fetch at the end of an empty partition, held by the
+    broker for its max_wait_ms (20 s), behind ten Metadata requests."""
+    topic = new_topic()
+    fetch = {
+        "replica_id": -1,
+        "max_wait_ms": 20_000,
+        "min_bytes": 1,
+        "max_bytes": 65536,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 65536}],
+            }
+        ],
+    }
+    metadata = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    requests = [(ApiKey.METADATA, 1, i, metadata) for i in range(10)]
+    requests.append((ApiKey.FETCH, 4, 10, fetch))
+    with connect(broker.host, broker.port) as sock:
+        sock.sendall(_pipelined(requests))
+        sock.settimeout(10.0)  # half the fetch's wait: answers held behind it would miss this
+        for i in range(10):
+            got, response = codec.decode_response(ApiKey.METADATA, 1, recv_frame(sock))
+            assert got == i
+            assert response["topics"][0]["name"] == topic
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sock.recv(1)  # the fetch is still waiting at the broker
+
+
+def test_pipelined_answers_before_a_malformed_request_are_sent(broker) -> None:
+    """A bad frame closes the connection; the requests before it in the pipeline are still
+    answered, as when each was read only after the previous answer left."""
+    body = {"client_software_name": "pipeline", "client_software_version": "1"}
+    requests = [(ApiKey.API_VERSIONS, 3, i, body) for i in range(5)]
+    with connect(broker.host, broker.port) as sock:
+        bad = raw_header(9999, 0, 99)
+        sock.sendall(_pipelined(requests) + struct.pack(">i", len(bad)) + bad)
+        for i in range(5):
+            got, response = codec.decode_response(ApiKey.API_VERSIONS, 3, recv_frame(sock))
+            assert (got, response["error_code"]) == (i, ErrorCode.NONE)
+        assert_closed_without_response(sock, "unknown API key 9999 after five good requests")
+    assert_still_serving(broker)
+
+
 # --- socket.request.max.bytes ---------------------------------------------------------------------
 
 
