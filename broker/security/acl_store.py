@@ -162,16 +162,15 @@ def update_acls(
     zkc: KafkaZk,
     pattern: ResourcePattern,
     change: Callable[[set[AccessControlEntry]], set[AccessControlEntry]],
-) -> set[AccessControlEntry] | None:
+) -> bool:
     """Apply `change` to the pattern's entries with conditional writes (retried on conflicts);
-    the node is deleted when nothing is left. Returns the entries written, None when nothing
-    changed."""
+    the node is deleted when nothing is left. False when nothing changed."""
     path = resource_path(pattern)
     while True:
         current, version = get_acls(zkc, pattern)
         new = change(set(current))
         if new == current:
-            return None
+            return False
         try:
             if version < 0:
                 zkc.create_recursive(path, encode_acls(new))
@@ -182,32 +181,28 @@ def update_acls(
         except (BadVersionError, NodeExistsError, NoNodeError):
             continue
         _notify(zkc, pattern)
-        return new
+        return True
 
 
-Written = dict[ResourcePattern, set[AccessControlEntry]]  # each changed pattern's new entries
-
-
-def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> Written:
+def create_acls(zkc: KafkaZk, bindings: Sequence[AclBinding]) -> list[ResourcePattern]:
     """Add bindings (already validated), one conditional update per resource pattern; returns
-    what was written: the patterns the writing broker then re-reads into its own cache
+    the patterns written, which the writing broker then re-reads into its own cache
     (`AclChangeListener.refresh`, Kafka's updateCache)."""
     by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, set()).add(b.entry)
-    written: Written = {}
-    for pattern, entries in by_pattern.items():
-        new = update_acls(zkc, pattern, lambda cur, add=entries: cur | add)
-        if new is not None:
-            written[pattern] = new
-    return written
+    return [
+        pattern
+        for pattern, entries in by_pattern.items()
+        if update_acls(zkc, pattern, lambda cur, add=entries: cur | add)
+    ]
 
 
 def delete_acls(
     zkc: KafkaZk, filters: Sequence[AclBindingFilter]
-) -> tuple[list[list[AclBinding]], Written]:
+) -> tuple[list[list[AclBinding]], list[ResourcePattern]]:
     """Delete every binding matching any filter; returns, per filter, what it matched, and
-    what was written (as `create_acls`)."""
+    the patterns written (as `create_acls`)."""
     existing = load_all(zkc)
     matched: list[list[AclBinding]] = [[] for _ in filters]
     doomed: dict[ResourcePattern, set[AccessControlEntry]] = {}
@@ -218,11 +213,11 @@ def delete_acls(
                 if f.matches(binding):
                     matched[i].append(binding)
                     doomed.setdefault(pattern, set()).add(e)
-    written: Written = {}
-    for pattern, entries in doomed.items():
-        new = update_acls(zkc, pattern, lambda cur, gone=entries: cur - gone)
-        if new is not None:
-            written[pattern] = new
+    written = [
+        pattern
+        for pattern, entries in doomed.items()
+        if update_acls(zkc, pattern, lambda cur, gone=entries: cur - gone)
+    ]
     return [sorted(m) for m in matched], written
 
 

@@ -130,7 +130,7 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def _cache(ctx: RequestContext, written: acl_store.Written) -> None:
+async def _cache(ctx: RequestContext, written: list[ResourcePattern]) -> None:
     """The writing broker sees its own change before it answers, as Kafka's does: a client
     that created an ACL here and uses it at once is not refused while the change notification
     is on its way (the other brokers still learn it from the notification). The patterns are
