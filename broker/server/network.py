@@ -335,12 +335,12 @@ class Connection:
             return False
         if any(hasattr(c, "fileno") for c in chunks):
             return False
-        # A copy: a chunk may be a view of a buffer that changes once the handler is done.
-        data = b"".join(chunks)
-        if self._held_bytes + 4 + len(data) > _COALESCE_LIMIT:
+        size = sum(len(c) for c in chunks)
+        if self._held_bytes + 4 + size > _COALESCE_LIMIT:
             return False
-        self._held.append(len(data).to_bytes(4, "big") + data)
-        self._held_bytes += 4 + len(data)
+        # A copy: a chunk may be a view of a buffer that changes once the handler is done.
+        self._held.append(b"".join([size.to_bytes(4, "big"), *chunks]))
+        self._held_bytes += 4 + size
         if self._flush_handle is None:
             self._flush_handle = self.loop.call_soon(self._flush_held)
         return True
@@ -388,20 +388,22 @@ class Connection:
             if self._flushing is asyncio.current_task():
                 self._flushing = None
 
-    async def flush(self) -> None:
-        """Send what is held, after what an earlier flush still sends."""
+    async def _after_pending_flush(self) -> None:
+        """Wait for a flush the socket took only in part: its bytes go before anything else."""
         if self._flushing is not None:
             flushing, self._flushing = self._flushing, None
             await flushing
+
+    async def flush(self) -> None:
+        """Send what is held, after what an earlier flush still sends."""
+        await self._after_pending_flush()
         if self._held:
             await self._sendall(self._take_held())
 
     async def send(self, chunks: Sequence[Any]) -> None:
         """Send a response: a 4-byte size, then bytes-like chunks and file regions in order;
         held responses first."""
-        if self._flushing is not None:
-            flushing, self._flushing = self._flushing, None
-            await flushing
+        await self._after_pending_flush()
         total = 0
         for c in chunks:
             total += c.size if hasattr(c, "fileno") else len(c)
