@@ -470,8 +470,10 @@ def group_consume(args: argparse.Namespace) -> None:
 
     consumer.subscribe([args.topic], on_assign=member.on_assign, on_revoke=member.on_revoke)
     deadline = time.monotonic() + args.duration
+    # The go is looked for every 10 ms, as the producers do: the consume row times the group
+    # from the go, and at 0.1 s a member started up to a tenth of its one-second phase late.
     while not go.exists() and time.monotonic() < deadline:
-        consumer.consume(num_messages=10_000, timeout=0.1)  # rebalances (on_assign pauses)
+        consumer.consume(num_messages=10_000, timeout=0.01)  # rebalances (on_assign pauses)
     start = [
         TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in consumer.assignment()
     ]

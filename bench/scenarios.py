@@ -100,7 +100,7 @@ class Plan:
             reps = repeats or 4
             plan = cls(False, reps, PHASE_SECONDS, 500_000_000, 1_000_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, LATENCY_SECONDS, 1024, OFFLINE_RECORDS, min(reps, 3),
-                       min(reps, 2), 1, 1_000_000)  # fmt: skip
+                       min(reps, 2), 1, 2_000_000)  # fmt: skip
         if phase_mb:
             mb = phase_mb * 1_000_000
             plan = replace(plan, phase_bytes=mb, max_records=max(plan.max_records, mb // 200))
