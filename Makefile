@@ -81,7 +81,7 @@ BENCH_ARGS ?=
 bench-deps: install system-deps ## what make bench needs: the system deps and matplotlib (the bench extra)
 	@$(PY) -c 'import matplotlib' 2>/dev/null || PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[test,bench]'
 
-bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario, 4 repeats (bench/README.md)
+bench: bench-deps ## Odradek and Apache Kafka side by side, every scenario, 5 repeats (bench/README.md)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 bench-quick: bench-deps ## a smoke run of the benchmarks: every scenario but Spark, small, once

@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: small phases, one repeat"
     )
-    parser.add_argument("--repeats", type=int, help="repeats per measurement (4; quick: 1)")
+    parser.add_argument("--repeats", type=int, help="repeats per measurement (5; quick: 1)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run this scenario (repeatable, or comma-separated)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")

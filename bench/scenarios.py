@@ -97,7 +97,7 @@ class Plan:
             plan = cls(True, repeats or 1, 0.5, 8_000_000, 20_000, 10.0, 4, 100, 4,
                        32, 1_000_000, 32, 2.0, 16, 50_000, 1, 1, 1, 7_812)  # fmt: skip
         else:
-            reps = repeats or 4
+            reps = repeats or 5
             plan = cls(False, reps, PHASE_SECONDS, 500_000_000, 1_000_000, 30.0, 4, 1000, 10,
                        2000, 1_000_000, 1000, LATENCY_SECONDS, 1024, OFFLINE_RECORDS, min(reps, 3),
                        min(reps, 2), 1, 2_000_000)  # fmt: skip
