@@ -63,8 +63,10 @@ def test_the_noise_section_prices_the_spread_within_the_runs(tmp_path: Path, cap
     assert compare.main([str(one), str(two)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("| produce | 4 |"))
-    kafka_sd, kafka_p, odradek_sd, odradek_p = (c.strip() for c in line.split("|")[3:7])
-    assert (odradek_sd, odradek_p) == ("0.0%", "0.00")
+    cells = [c.strip() for c in line.split("|")[3:9]]
+    kafka_sd, kafka_p, kafka_resampled, odradek_sd, odradek_p, odradek_resampled = cells
+    assert (odradek_sd, odradek_p, odradek_resampled) == ("0.0%", "0.00", "0.00")
+    assert float(kafka_resampled) > 0.1
     # each repeat log(110/90) / 2 off its run's mean; eight of them, six degrees of freedom
     assert kafka_sd == "11.6%"
     assert 0.25 < float(kafka_p) < 0.32
@@ -80,3 +82,16 @@ def test_the_median_of_normal_draws_spreads_as_known():
     assert abs(compare.median_sd(1) - 1.0) < 0.02
     assert abs(compare.median_sd(4) - 0.546) < 0.02  # the mean of the middle two of four
     assert compare.chance_moved(0.0, 4) == 0.0
+
+
+def test_resampling_keeps_the_shape_of_the_noise():
+    """Noise made of an occasional slow repeat (one in four at 30% below) moves two medians of
+    four, where two slow repeats already shift the median, more often than two of five; a row
+    whose repeats agree never moves."""
+    slow_one_in_four = [0.075, 0.075, 0.075, -0.225] * 4
+    at_four = compare.chance_moved_resampled(slow_one_in_four, 4)
+    at_five = compare.chance_moved_resampled(slow_one_in_four, 5)
+    assert 0.1 < at_four < 0.6
+    assert at_five < at_four * 0.8
+    assert compare.chance_moved_resampled([0.0] * 8, 4) == 0.0
+    assert compare.chance_moved_resampled(slow_one_in_four, 4) == at_four  # seeded
