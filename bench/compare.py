@@ -163,15 +163,6 @@ def within_run(runs: list[Run], key: tuple[str, str], system: str) -> tuple[list
     return residuals, statistics.mode(sizes) if sizes else 0
 
 
-def within_run_sd(runs: list[Run], key: tuple[str, str], system: str) -> tuple[float, int] | None:
-    """The standard deviation of log(value) of a row's repeats around each run's mean, pooled
-    over the runs (each with two repeats or more), and the repeats per run (the most common)."""
-    residuals, repeats = within_run(runs, key, system)
-    if not residuals:
-        return None
-    return math.sqrt(sum(r * r for r in residuals) / len(residuals)), repeats
-
-
 RESAMPLES = 4000
 
 
@@ -227,12 +218,13 @@ def noise(runs: list[Run]) -> str:
     for key in keys:
         cells, repeats = [], 0
         for system in SYSTEMS:
-            residuals, _ = within_run(runs, key, system)
-            found = within_run_sd(runs, key, system)
-            if found is None:
+            residuals, repeats_here = within_run(runs, key, system)
+            if not residuals:
                 cells += ["–", "–", "–"]
                 continue
-            (sd, repeats), normal = found, expected.setdefault((system, "normal"), {})
+            # the pooled standard deviation of log(value) around each run's mean
+            sd, repeats = math.sqrt(sum(r * r for r in residuals) / len(residuals)), repeats_here
+            normal = expected.setdefault((system, "normal"), {})
             for k, at in ((0, repeats), *((k, k) for k in MORE_REPEATS)):
                 normal.setdefault(k, []).append(chance_moved(sd, at))
             resampled = expected.setdefault((system, "resampled"), {})
