@@ -264,7 +264,10 @@ class BrokerConnection:
             return {}
         limit = self.request_timeout if timeout is None else timeout
         try:
-            return await asyncio.wait_for(asyncio.shield(future), limit)
+            # Not wait_for(shield(...)): three rounds of the loop after the response's arrival
+            # before the caller runs (a follower's fetch loop is on every acks=all path).
+            async with asyncio.timeout(limit):
+                return await future
         except TimeoutError:
             error = RequestTimeoutError(
                 f"{api_name(api_key)} v{version} to {self.host}:{self.port}: "

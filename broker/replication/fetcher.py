@@ -313,5 +313,3 @@ class ReplicaFetcher:
         leader_start = part.get("log_start_offset", -1)
         if lg.log_start_offset < leader_start <= lg.high_watermark:
             lg.delete_records_before(leader_start)
-        if len(data):
-            p.fetch_waiters.wake()

@@ -86,8 +86,13 @@ class Partition:
         self.log = log
         self.state = state
         self.local_broker_id = local_broker_id
-        # Fetches waiting for new data.
+        # Consumers' fetches waiting for records to become visible (the HW, and with it the
+        # LSO, to move).
         self.fetch_waiters = Waiters()
+        # Followers' fetches waiting for the log end to move. Kept apart so an append does not
+        # wake every consumer to find nothing visible yet, nor an HW move every follower: on
+        # the acks=all path that was half the fetches woken, each re-reading its partitions.
+        self.replica_waiters = Waiters()
         # acks=all produce requests waiting for the HW (or an ISR/leadership change).
         self.hw_waiters = Waiters()
         # Idempotent producers' epochs and last batches, rebuilt from snapshots and the log.
@@ -168,6 +173,7 @@ class Partition:
         self._stop_tracking_leo(checkpointed_hw)
         self.hw_waiters.wake()
         self.fetch_waiters.wake()
+        self.replica_waiters.wake()
 
     def _stop_tracking_leo(self, checkpointed_hw: int | None) -> None:
         log = self.log
@@ -193,8 +199,10 @@ class Partition:
             return self.producer_state.duplicate_result(pending.duplicate)
         result = self.log.append(records, assign_offsets=True, leader_epoch=self.state.leader_epoch)
         self.producer_state.complete_append(pending, result.last_offset + 1)
-        self.maybe_increment_hw()
-        self.fetch_waiters.wake()
+        self.replica_waiters.wake()
+        if self.maybe_increment_hw() or self.log.hw_tracks_leo:  # visible at once
+            self.hw_waiters.wake()
+            self.fetch_waiters.wake()
         return result
 
     @property
@@ -268,13 +276,17 @@ class Partition:
         self.state.isr = list(isr)
         self.state.partition_epoch = partition_epoch
         self.pending_isr = None
-        self.maybe_increment_hw()
+        if self.maybe_increment_hw():
+            self.fetch_waiters.wake()
         self.hw_waiters.wake()
 
     # --- follower ---------------------------------------------------------------------------------
 
     def update_follower_hw(self, leader_hw: int) -> None:
+        """Take the leader's HW (up to this replica's log end); consumers reading from this
+        follower see the records it passed."""
         log = self.log
         hw = max(log.log_start_offset, min(leader_hw, log.log_end_offset))
         if hw > log.high_watermark:
             log.high_watermark = hw
+            self.fetch_waiters.wake()

@@ -324,6 +324,7 @@ class ReplicaManager(IsrMaintenance):
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
                 partition.fetch_waiters.wake()
+                partition.replica_waiters.wake()
                 partition.hw_waiters.wake()
             if delete:
                 self.offline.discard((topic, index))
@@ -392,6 +393,7 @@ class ReplicaManager(IsrMaintenance):
             if partition is not None:
                 partition.leadership_losses += 1
                 partition.fetch_waiters.wake()
+                partition.replica_waiters.wake()
                 partition.hw_waiters.wake()
         if lost:
             log.error("partitions offline after the failure of %s: %s", log_dir, sorted(lost))
@@ -530,11 +532,16 @@ class ReplicaManager(IsrMaintenance):
 
     # --- fetch wake-ups ---------------------------------------------------------------------
 
-    async def wait_for_data(self, partitions: list[Partition], timeout_s: float) -> None:
-        """Return when any of `partitions` gets new data, or after `timeout_s`."""
+    async def wait_for_data(
+        self, partitions: list[Partition], timeout_s: float, follower: bool = False
+    ) -> None:
+        """Return when any of `partitions` gets new data (a consumer: visible below the HW; a
+        follower: appended), or after `timeout_s`."""
         if timeout_s <= 0 or not partitions:
             if timeout_s > 0:
                 with waiting():
                     await asyncio.sleep(timeout_s)
             return
-        await wait_for_any((p.fetch_waiters for p in partitions), timeout_s)
+        await wait_for_any(
+            (p.replica_waiters if follower else p.fetch_waiters for p in partitions), timeout_s
+        )

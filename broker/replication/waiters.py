@@ -30,16 +30,27 @@ class Waiters:
 
 
 async def wait_for_any(groups: Iterable[Waiters], timeout_s: float) -> None:
-    """Return when one of `groups` is woken, or after `timeout_s` (time counted as waiting)."""
+    """Return when one of `groups` is woken, or after `timeout_s` (time counted as waiting).
+
+    The waker's `set_result` resumes this task in the loop's next round: a parked request is
+    on the path of every acks=all answer and long-polled fetch, and `wait_for(shield(...))`
+    took three rounds to get there (the shield's callback, the wait's, the task's), each
+    behind whatever I/O the busy loop picked up meanwhile."""
     groups = list(groups)
-    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
     for g in groups:
         g.add(fut)
+    timer = loop.call_later(timeout_s, _release, fut)
     try:
         with waiting():
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-    except TimeoutError:
-        pass
+            await fut
     finally:
+        timer.cancel()
         for g in groups:
             g.discard(fut)
+
+
+def _release(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

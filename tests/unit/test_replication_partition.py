@@ -3,6 +3,8 @@ and follower-side truncation decisions (reference §3.2, §3.3, §3.5)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from odradek.broker.records.record import Record, build_batch
 from odradek.broker.replication.fetcher import (
@@ -58,6 +60,41 @@ def test_single_replica_high_watermark_follows_the_log_end(tmp_path):
     p = make_partition(tmp_path, 1, 1, [1], replicas=(1,))
     p.append_as_leader(batch(3))
     assert p.high_watermark == 3
+
+
+def test_an_append_wakes_followers_and_the_high_watermark_wakes_consumers(tmp_path):
+    """A consumer's long poll sees nothing new until the HW moves, so only that wakes it; a
+    follower's fetch reads to the log end, so the append does. Waking the wrong one costs a
+    re-read of every partition of its fetch, on every acks=all append."""
+    loop = asyncio.new_event_loop()
+    try:
+        p = make_partition(tmp_path, 1, 1, [1, 2, 3])
+        consumer, follower = loop.create_future(), loop.create_future()
+        p.fetch_waiters.add(consumer)
+        p.replica_waiters.add(follower)
+        p.append_as_leader(batch(2))
+        assert follower.done() and not consumer.done()
+        follower = loop.create_future()
+        p.replica_waiters.add(follower)
+        p.update_follower_fetch(2, 2, 0, 10, LAG)
+        assert not consumer.done()  # broker 3 has not fetched the records: the HW stays at 0
+        p.update_follower_fetch(3, 2, 0, 10, LAG)
+        assert p.high_watermark == 2
+        assert consumer.done() and not follower.done()
+    finally:
+        loop.close()
+
+
+def test_single_replica_append_wakes_consumers_at_once(tmp_path):
+    loop = asyncio.new_event_loop()
+    try:
+        p = make_partition(tmp_path, 1, 1, [1], replicas=(1,))
+        consumer = loop.create_future()
+        p.fetch_waiters.add(consumer)
+        p.append_as_leader(batch(1))
+        assert consumer.done()
+    finally:
+        loop.close()
 
 
 def test_isr_expands_once_a_follower_reaches_the_high_watermark(tmp_path):

@@ -143,7 +143,7 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
         remaining = deadline - time.monotonic()
         if total >= min_bytes or any_error or remaining <= 0 or not requested:
             break
-        await broker.replica_manager.wait_for_data(partitions, remaining)
+        await broker.replica_manager.wait_for_data(partitions, remaining, replica_id >= 0)
 
     if session is not None and incremental:
         results = [r for r in results if _session_changed(session, r)]

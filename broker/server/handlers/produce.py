@@ -124,12 +124,16 @@ async def _replicated(
     responses: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The acks=all response, once every appended partition's HW has passed its records."""
-    codes = await asyncio.gather(
-        *(
-            replica_manager.wait_for_replication(partition, required, timeout_s)
-            for _, partition, required in waiting
+    if len(waiting) == 1:  # the usual request: no task and no extra round of the loop
+        _, partition, required = waiting[0]
+        codes = [await replica_manager.wait_for_replication(partition, required, timeout_s)]
+    else:
+        codes = await asyncio.gather(
+            *(
+                replica_manager.wait_for_replication(partition, required, timeout_s)
+                for _, partition, required in waiting
+            )
         )
-    )
     for (result, _, _), code in zip(waiting, codes, strict=True):
         if code != ErrorCode.NONE:
             result["error_code"] = code
