@@ -90,8 +90,8 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], FetchPartition] = {}
         self._conn: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
-        # Checked by the loop: Python 3.11's asyncio.wait_for (used by every request) drops a
-        # cancellation that arrives together with the response, so cancel() alone may not stop it.
+        # Checked by the loop: Python 3.11's asyncio.wait_for (its back-off wait) drops a
+        # cancellation that arrives together with the result, so cancel() alone may not stop it.
         self._stopping = False
         self._wake = asyncio.Event()
 
