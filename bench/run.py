@@ -87,17 +87,26 @@ class Scenario:
     run: Callable[[sc.Ctx], None]
     summary: str
     in_quick: bool = True
-    # run once before the measured repeats (see Plan.rehearsal); not the ones made of
-    # restarts, slow fills or jobs, nor the 10,000 partitions of partitions-scale (their
-    # creation took Kafka 19 to 43 s, and is measured once, in its first repeat)
+    # run once before the measured repeats (see Plan.rehearsal, which makes the compaction's
+    # fill small); not the ones made of restarts, slow fills or jobs, nor the 10,000
+    # partitions of partitions-scale (their creation took Kafka 19 to 43 s, and is measured
+    # once, in its first repeat)
     rehearsed: bool = True
-    # rehearsed again, up to this many times, until its rates hold (see rehearse)
+    # on a JVM, rehearsed again, up to this many times, until its JIT compilers have gone
+    # quiet (see rehearse)
     rehearsals: int = 1
 
 
 # Alone, Kafka's 8-producer row over three brokers read 155,000, 226,000, 286,000 and then
-# 355,000 to 374,000 records/s through eight repeats after one rehearsal.
-WARM_REHEARSALS = 6
+# 355,000 to 374,000 records/s through eight repeats after one rehearsal. Its rate in the
+# rehearsal is no sign of a warm JVM: it held within 10% from round to round (188,000 then
+# 206,000) while the measured repeats after it read 199,000, 291,000, 333,000 and 357,000, and
+# the JIT compilers' CPU per round went 12, 8, 6, 2.3, 3.1 and 2.0 s (three brokers, ~20 s
+# rounds). So a JVM rehearses again until a round in which its compilers used at most
+# JIT_QUIET of a core per broker, for WARM_REHEARSALS rounds or REHEARSAL_LIMIT seconds at most.
+WARM_REHEARSALS = 12
+JIT_QUIET = 0.03
+REHEARSAL_LIMIT = 180.0
 
 SCENARIOS = [
     Scenario("produce", "single", sc.produce,
@@ -118,7 +127,7 @@ SCENARIOS = [
              "time until it is back in the ISR", rehearsed=False),
     Scenario("partitions", "partitions", sc.partitions,
              "one broker, a topic of 1,000 partitions: produce, consume, Metadata, ListOffsets, "
-             "start-up time"),
+             "start-up time", rehearsals=WARM_REHEARSALS),
     Scenario("partitions-scale", "partitions-scale", sc.partitions_scale,
              "one broker, 10 topics of 1,000 partitions (--scale-topics): creation, Metadata "
              "round trip, start-up time", rehearsed=False),
@@ -126,8 +135,7 @@ SCENARIOS = [
              "one broker killed with kill -9 holding 2 GB of log in 2,000 segments: time to "
              "serve again", rehearsed=False),
     Scenario("compaction", "compaction", sc.compaction,
-             "the log cleaner's rate and produce latency while it runs (3 repeats at most)",
-             rehearsed=False),
+             "the log cleaner's rate and produce latency while it runs (3 repeats at most)"),
     Scenario("offline-load", "offline-load", sc.offline_load,
              "the Spark offline-load pipeline into Parquet (2 repeats at most)",
              in_quick=False, rehearsed=False),
@@ -336,43 +344,43 @@ def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> 
 
 def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:
     """The rehearsed scenarios once with short phases, nothing recorded (see Plan.rehearsal);
-    those with `rehearsals` again until their produce rates hold."""
+    on a JVM, those with `rehearsals` again until its JIT compilers have gone quiet (see
+    JIT_QUIET). Odradek's rehearse once: a CPython process compiles nothing as it runs."""
     began = time.monotonic()
     ctx = sc.Ctx(deployment, plan.rehearsal(), report.Results(), rehearsing=True)
     rehearsed = [s for s in chosen if s.rehearsed]
     rounds = []
     for s in rehearsed:
         ctx.scenario = s.name
-        before: dict[str, float] = {}
         rates = []  # the first produce row's, round by round
+        jit = []  # the JIT compilers' share of a core per broker, round by round
+        first = time.monotonic()
         for done in range(1, s.rehearsals + 1):
             ctx.rehearsed = {}
+            compiled = deployment.jit_cpu()
+            round_began = time.monotonic()
             try:
                 s.run(ctx)
             except Exception as exc:  # noqa: BLE001 - the measured repeats will say more
                 print(f"   rehearsal of {s.name} failed: {exc}"[:2000], flush=True)
                 break
             rates += [f"{v:,.0f}" for k, v in ctx.rehearsed.items() if k.startswith("produce")][:1]
-            if done > 1 and holds(before, ctx.rehearsed):
+            if not compiled:  # no JIT compiler threads: not a JVM
                 break
-            before = ctx.rehearsed
+            share = deployment.jit_seconds_since(compiled) / (
+                (time.monotonic() - round_began) * len(deployment.brokers)
+            )
+            jit.append(f"{share:.1%}")
+            if (done > 1 and share <= JIT_QUIET) or time.monotonic() - first > REHEARSAL_LIMIT:
+                break
         if s.rehearsals > 1:
-            rounds.append(f"{s.name} {done} times, produce {', '.join(rates)} records/s")
+            compilers = f", JIT {', '.join(jit)} of a core" if jit else ""
+            rounds.append(f"{s.name} {done} times, produce {', '.join(rates)} records/s{compilers}")
     if rehearsed:
         names = ", ".join(s.name for s in rehearsed)
         again = f" ({', '.join(rounds)})" if rounds else ""
         print(f"   rehearsal of {names} · {deployment.system}: {time.monotonic() - began:.0f} s"
               f"{again}", flush=True)  # fmt: skip
-
-
-def holds(before: dict[str, float], after: dict[str, float]) -> bool:
-    """Whether every produce rate of a rehearsal is within 10% of the one before: the JVM's
-    JIT has compiled what the scenario runs. (The group of 4 reads 100,000 records in a
-    rehearsal, a tenth of a second, too short to hold.)"""
-    common = {k for k in before.keys() & after.keys() if k.startswith("produce")}
-    return bool(common) and all(
-        abs(after[k] - before[k]) <= 0.1 * min(after[k], before[k]) for k in common
-    )
 
 
 def machine() -> dict:
