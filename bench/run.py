@@ -100,10 +100,11 @@ class Scenario:
 # Alone, Kafka's 8-producer row over three brokers read 155,000, 226,000, 286,000 and then
 # 355,000 to 374,000 records/s through eight repeats after one rehearsal. Its rate in the
 # rehearsal is no sign of a warm JVM: it held within 10% from round to round (188,000 then
-# 206,000) while the measured repeats after it read 199,000, 291,000, 333,000 and 357,000, and
-# the JIT compilers' CPU per round went 12, 8, 6, 2.3, 3.1 and 2.0 s (three brokers, ~20 s
-# rounds). So a JVM rehearses again until a round in which its compilers used at most
-# JIT_QUIET of a core per broker, for WARM_REHEARSALS rounds or REHEARSAL_LIMIT seconds at most.
+# 206,000) while the measured repeats after it read 199,000, 291,000, 333,000, 344,000 and
+# 357,000, and the JIT compilers' CPU per round went 12, 8, 6, 2.3, 3.1 and 2.0 s (three
+# brokers, ~20 s rounds). So a JVM rehearses again until a round in which its compilers used at
+# most JIT_QUIET of a core per broker, for WARM_REHEARSALS rounds or REHEARSAL_LIMIT seconds
+# at most.
 WARM_REHEARSALS = 12
 JIT_QUIET = 0.03
 REHEARSAL_LIMIT = 180.0
@@ -345,7 +346,7 @@ def reference(results: report.Results, kind: Kind, system: str, repeat: int) -> 
 def rehearse(deployment: Deployment, chosen: list[Scenario], plan: sc.Plan) -> None:
     """The rehearsed scenarios once with short phases, nothing recorded (see Plan.rehearsal);
     on a JVM, those with `rehearsals` again until its JIT compilers have gone quiet (see
-    JIT_QUIET). Odradek's rehearse once: a CPython process compiles nothing as it runs."""
+    JIT_QUIET). Odradek rehearses once: a CPython process compiles nothing as it runs."""
     began = time.monotonic()
     ctx = sc.Ctx(deployment, plan.rehearsal(), report.Results(), rehearsing=True)
     rehearsed = [s for s in chosen if s.rehearsed]

@@ -25,11 +25,11 @@ from odradek.broker.testing.processes import (
     ServerProcess,
     Usage,
     free_port,
+    thread_cpu,
 )
 from odradek.broker.testing.zookeeper import ZkEnsemble
 
 REPO = Path(__file__).resolve().parent.parent
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 START_TIMEOUT = 180.0  # a loaded two-core machine starting a JVM, or 1,000 partitions
 
@@ -99,33 +99,19 @@ class Deployment:
     def cpu_seconds(self) -> float:
         return sum(u.cpu_seconds for u in self.usage())
 
-    def jit_cpu(self) -> dict[int, int]:
-        """CPU ticks of each JIT compiler thread of the brokers, by thread id (none for
-        Odradek): how warm a JVM is. The threads' names in /proc are HotSpot's, "C1
-        CompilerThre" and "C2 CompilerThre" (cut to 15 characters)."""
-        ticks: dict[int, int] = {}
+    def jit_cpu(self) -> dict[int, float]:
+        """CPU seconds of each JIT compiler thread of the brokers, by thread id (none for
+        Odradek): how warm a JVM is. HotSpot names them "C1 CompilerThread0" and so on, which
+        /proc cuts to 15 characters."""
+        seconds: dict[int, float] = {}
         for broker in self.brokers:
-            if broker.pid is None:
-                continue
-            try:
-                tasks = list(Path(f"/proc/{broker.pid}/task").iterdir())
-            except OSError:
-                continue
-            for task in tasks:
-                try:
-                    if not (task / "comm").read_text().startswith(JIT_THREADS):
-                        continue
-                    raw = (task / "stat").read_text()
-                except OSError:  # the thread or the process ended meanwhile
-                    continue
-                fields = raw[raw.rindex(")") + 2 :].split()
-                ticks[int(task.name)] = int(fields[11]) + int(fields[12])  # utime, stime
-        return ticks
+            if broker.pid is not None:
+                seconds |= thread_cpu(broker.pid, JIT_THREADS)
+        return seconds
 
-    def jit_seconds_since(self, before: dict[int, int]) -> float:
+    def jit_seconds_since(self, before: dict[int, float]) -> float:
         """CPU seconds the brokers' JIT compilers used since `before` (a `jit_cpu`)."""
-        now = self.jit_cpu()
-        return sum(t - before.get(tid, 0) for tid, t in now.items()) / CLOCK_TICKS
+        return sum(t - before.get(tid, 0.0) for tid, t in self.jit_cpu().items())
 
     def wait_removed(self, topics: list[str], timeout: float = 45.0) -> None:
         """Until no broker's log directory holds a partition of `topics`, live or renamed for

@@ -100,13 +100,36 @@ class Usage:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def _stat_fields(pid: int, tid: int | None = None) -> list[str] | None:
+    """The fields of a process's stat, or of one of its threads' (`tid`): /proc/<tid>/stat
+    would give the whole process's."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        raw = Path(
+            f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+        ).read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
     return raw[raw.rindex(")") + 2 :].split()
+
+
+def thread_cpu(pid: int, prefixes: tuple[str, ...]) -> dict[int, float]:
+    """CPU seconds (user + system) of the threads of `pid` whose names start with one of
+    `prefixes`, by thread id; empty when `pid` is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    out = {}
+    for tid in tasks:
+        try:
+            if not Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith(prefixes):
+                continue
+        except OSError:  # the thread ended meanwhile
+            continue
+        if (fields := _stat_fields(pid, int(tid))) is not None:
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return out
 
 
 def descendants(pid: int) -> list[int]:
