@@ -100,35 +100,35 @@ class Usage:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stat_fields(pid: int, tid: int | None = None) -> list[str] | None:
-    """The fields of a process's stat, or of one of its threads' (`tid`): /proc/<tid>/stat
-    would give the whole process's."""
+def _stat(path: str) -> tuple[str, list[str]] | None:
+    """A /proc stat file's command name and the fields after it (None when it is gone)."""
     try:
-        raw = Path(
-            f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-        ).read_text()
+        raw = Path(path).read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    return raw[raw.rindex(")") + 2 :].split()
+    end = raw.rindex(")")
+    return raw[raw.index("(") + 1 : end], raw[end + 2 :].split()
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    stat = _stat(f"/proc/{pid}/stat")
+    return None if stat is None else stat[1]
 
 
 def thread_cpu(pid: int, prefixes: tuple[str, ...]) -> dict[int, float]:
     """CPU seconds (user + system) of the threads of `pid` whose names start with one of
-    `prefixes`, by thread id; empty when `pid` is gone."""
+    `prefixes`, by thread id; empty when `pid` is gone. Each thread's own stat is under
+    /proc/<pid>/task: /proc/<tid>/stat would give the whole process's."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return {}
     out = {}
     for tid in tasks:
-        try:
-            if not Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith(prefixes):
-                continue
-        except OSError:  # the thread ended meanwhile
-            continue
-        if (fields := _stat_fields(pid, int(tid))) is not None:
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        stat = _stat(f"/proc/{pid}/task/{tid}/stat")  # None: the thread ended meanwhile
+        if stat is not None and stat[0].startswith(prefixes):
+            out[int(tid)] = (int(stat[1][11]) + int(stat[1][12])) / _CLOCK_TICKS
     return out
 
 
